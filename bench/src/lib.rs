@@ -1,0 +1,1 @@
+//! Benchmarks for Xoff live in `benches/` (criterion) and in `xoff bench`.

@@ -1,0 +1,1 @@
+//! Xoff data plane.

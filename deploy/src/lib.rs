@@ -1,0 +1,1 @@
+//! Deployment: netns testbed builder, topology files, install script.

@@ -1,0 +1,9 @@
+//! Path choice for Xoff: pure decision logic, no I/O.
+//!
+//! `ecmp` is the seeded CRC32 hash every Xoff switch uses to pick among equal-cost next hops. It is
+//! deliberately simple and documented bit for bit so that another switch (Pyrrha's path calculation)
+//! or an offline script can recompute which path a flow takes.
+
+pub mod ecmp;
+
+pub use ecmp::{ecmp_hash, ecmp_pick, FiveTuple};

@@ -1,0 +1,1 @@
+//! Xoff MMU (see module docs).
