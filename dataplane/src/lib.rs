@@ -1,1 +1,22 @@
-//! Xoff data plane.
+//! Xoff data plane: ports, frames, parsing, forwarding, queues, scheduling, link emulation and
+//! the switch pipeline that ties them together. Scheme logic lives in `mmu`, `flowctl` and
+//! `loadbal`; this crate calls it.
+
+pub mod buffer;
+pub mod clock;
+pub mod config;
+pub mod fib;
+pub mod frame;
+pub mod link;
+pub mod parse;
+pub mod port;
+pub mod queue;
+pub mod runtime;
+pub mod stats;
+pub mod switch;
+pub mod units;
+pub mod wire;
+
+pub use config::{ConfigError, SwitchSpec, Topology};
+pub use frame::{FrameId, FrameMem, HeapMem, Pkt};
+pub use switch::{Handoff, Switch, SwitchShared};

@@ -1,6 +1,16 @@
 //! Per-hop flow control for Xoff: wire codecs, per-scheme state machines and the AFC control
 //! channel. Pure logic: no I/O, no threads of its own; time is passed in (picoseconds).
+//!
+//! * [`wire`]: frame codecs (802.1Qbb PFC, 802.3x PAUSE), smoltcp style.
+//! * [`afc`]: per-port queue pause registers, the Tofino2-style AFC command word and ring.
+//! * [`pfc`]: the PFC sender state machine and receive side.
+//! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
 
 pub mod afc;
+pub mod pfc;
+pub mod watchdog;
+pub mod wire;
 
-pub use afc::PauseRegs;
+pub use afc::{AfcCmd, AfcError, AfcRing, PauseRegs};
+pub use pfc::{Pfc, PfcConfig, PfcCounters, PfcError, PfcEvent, PfcPort, PfcTx};
+pub use watchdog::{QueueView, Watchdog, WatchdogConfig, WdAction, WdCounters, WdEvent};

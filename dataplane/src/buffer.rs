@@ -1,0 +1,136 @@
+//! Buffer admission behind one call: either a plain per-queue tail-drop limit, or the shared
+//! buffer MMU from the `mmu` crate. The pipeline calls `admit` when a packet is enqueued and
+//! `release` when it leaves the queue (or is flushed), whichever manager is configured.
+
+use crate::config::PortSpec;
+use crate::stats::DropReason;
+
+/// What was charged for a packet, to be given back when it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufTag {
+    /// Not accounted (control frames).
+    None,
+    /// Counted against the queue's byte limit only.
+    Limit,
+    /// Admitted by the MMU.
+    Mmu(mmu::Ticket),
+}
+
+/// What the pipeline tells the buffer manager about a packet.
+#[derive(Debug, Clone, Copy)]
+pub struct BufReq {
+    pub in_port: usize,
+    pub prio: usize,
+    pub out_port: usize,
+    pub queue: usize,
+    pub bytes: u32,
+    pub ecn_capable: bool,
+    /// Bytes already in the destination queue.
+    pub queue_bytes: u64,
+}
+
+/// The configured buffer manager of one pipeline.
+#[derive(Debug)]
+pub enum Buffer {
+    /// Tail drop at each port's `queue_limit`.
+    Limit(Vec<u64>),
+    /// Shared-buffer MMU.
+    Mmu(Box<mmu::Mmu>),
+}
+
+impl Buffer {
+    /// Builds the manager for `ports`; `share` divides the MMU's buffer among pipelines.
+    pub fn new(
+        cfg: Option<&mmu::MmuConfig>,
+        ports: &[PortSpec],
+        share: u64,
+    ) -> Result<Self, mmu::MmuError> {
+        match cfg {
+            None => Ok(Buffer::Limit(ports.iter().map(|p| p.queue_limit).collect())),
+            Some(c) => {
+                let mut c = c.clone();
+                c.buffer_bytes /= share.max(1);
+                let params: Vec<mmu::PortParams> = ports
+                    .iter()
+                    .map(|p| mmu::PortParams {
+                        rate_bps: p.rate_bps,
+                        delay_ps: p.delay_ps,
+                        mtu: p.mtu,
+                        queues: p.queues,
+                    })
+                    .collect();
+                Ok(Buffer::Mmu(Box::new(mmu::Mmu::new(&c, &params)?)))
+            }
+        }
+    }
+
+    fn info(r: &BufReq) -> mmu::PacketInfo {
+        mmu::PacketInfo {
+            in_port: r.in_port,
+            pg: r.prio,
+            out_port: r.out_port,
+            queue: r.queue,
+            bytes: r.bytes,
+            lossless: true,
+            ecn_capable: r.ecn_capable,
+        }
+    }
+
+    /// Admits or refuses a packet; on admission, also whether to mark it CE.
+    #[inline]
+    pub fn admit(&mut self, r: &BufReq, now: u64) -> Result<(BufTag, bool), DropReason> {
+        match self {
+            Buffer::Limit(l) => {
+                if r.queue_bytes + u64::from(r.bytes) > l[r.out_port] {
+                    Err(DropReason::QueueFull)
+                } else {
+                    Ok((BufTag::Limit, false))
+                }
+            }
+            Buffer::Mmu(m) => match m.admit(&Self::info(r), now) {
+                mmu::Admission::Admitted { ticket, mark_ecn } => {
+                    Ok((BufTag::Mmu(ticket), mark_ecn))
+                }
+                mmu::Admission::Dropped(d) => Err(match d {
+                    mmu::DropReason::EgressThreshold | mmu::DropReason::LossyPoolFull => {
+                        DropReason::QueueFull
+                    }
+                    mmu::DropReason::HeadroomExhausted
+                    | mmu::DropReason::InsuranceExhausted
+                    | mmu::DropReason::LosslessPoolFull => DropReason::LosslessOverflow,
+                    mmu::DropReason::Invalid => DropReason::IngressBuffer,
+                }),
+            },
+        }
+    }
+
+    /// Gives back what `tag` charged.
+    #[inline]
+    pub fn release(&mut self, r: &BufReq, tag: BufTag, now: u64) {
+        if let (Buffer::Mmu(m), BufTag::Mmu(t)) = (self, tag) {
+            m.release(&Self::info(r), t, now);
+        }
+    }
+
+    /// Flow-control events raised since the last call.
+    pub fn poll_events(&mut self, out: &mut Vec<mmu::FcEvent>) {
+        if let Buffer::Mmu(m) = self {
+            m.poll_events(out);
+        }
+    }
+
+    /// MMU statistics as JSON, if an MMU is configured.
+    pub fn stats_json(&self) -> Option<serde_json::Value> {
+        match self {
+            Buffer::Mmu(m) => serde_json::to_value(m.stats()).ok(),
+            Buffer::Limit(_) => None,
+        }
+    }
+
+    pub fn mmu(&self) -> Option<&mmu::Mmu> {
+        match self {
+            Buffer::Mmu(m) => Some(m),
+            Buffer::Limit(_) => None,
+        }
+    }
+}

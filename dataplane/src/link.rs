@@ -1,0 +1,94 @@
+//! Link emulation at an egress port: a shaper that starts each frame no earlier than the
+//! previous one finished serializing at the configured rate, and a delay line that holds the
+//! frame for serialization + propagation before it is handed to the port.
+//!
+//! Without this, veth would drain any queue instantly and congestion would never build inside
+//! the switch. Real-time workers poll late by up to a batch; `max_lag` lets the shaper catch up
+//! on that lateness (a frame may start in the recent past) without ever building a burst
+//! credit larger than the lag.
+
+use crate::frame::Pkt;
+use crate::units::ser_ps;
+use std::collections::VecDeque;
+
+/// A frame on the emulated wire.
+#[derive(Debug, Clone, Copy)]
+pub struct InFlight {
+    /// When the last bit arrives at the far end (ps).
+    pub release: u64,
+    /// When the first bit left (ps).
+    pub start: u64,
+    pub pkt: Pkt,
+}
+
+/// Shaper + delay line of one egress port.
+#[derive(Debug)]
+pub struct Link {
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+    /// When the wire is free for the next frame.
+    free_at: u64,
+    max_lag: u64,
+    wire: VecDeque<InFlight>,
+}
+
+impl Link {
+    pub fn new(rate_bps: u64, delay_ps: u64, max_lag_ps: u64) -> Self {
+        Link {
+            rate_bps,
+            delay_ps,
+            free_at: 0,
+            max_lag: max_lag_ps,
+            wire: VecDeque::new(),
+        }
+    }
+
+    /// Whether a new frame may start serializing at `now`.
+    #[inline]
+    pub fn can_start(&self, now: u64) -> bool {
+        self.free_at <= now
+    }
+
+    /// When the wire frees up (ps).
+    pub fn free_at(&self) -> u64 {
+        self.free_at
+    }
+
+    /// Starts serializing `pkt` at `now`; returns its start time.
+    #[inline]
+    pub fn start(&mut self, pkt: Pkt, now: u64) -> u64 {
+        let start = self.free_at.max(now.saturating_sub(self.max_lag));
+        let done = start + ser_ps(u64::from(pkt.len), self.rate_bps);
+        self.free_at = done;
+        self.wire.push_back(InFlight {
+            release: done + self.delay_ps,
+            start,
+            pkt,
+        });
+        start
+    }
+
+    /// Pops the next frame whose last bit has arrived by `now`.
+    #[inline]
+    pub fn pop_due(&mut self, now: u64) -> Option<InFlight> {
+        match self.wire.front() {
+            Some(f) if f.release <= now => self.wire.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Release time of the oldest frame on the wire.
+    pub fn next_release(&self) -> Option<u64> {
+        self.wire.front().map(|f| f.release)
+    }
+
+    /// Frames on the wire.
+    pub fn in_flight(&self) -> usize {
+        self.wire.len()
+    }
+
+    /// Drains everything on the wire (port going away).
+    pub fn drain(&mut self) -> impl Iterator<Item = InFlight> + '_ {
+        self.wire.drain(..)
+    }
+}

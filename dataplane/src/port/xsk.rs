@@ -1,0 +1,409 @@
+//! AF_XDP ports over xsk-rs, all sharing one UMEM so that a frame received on one port is
+//! transmitted on another without a copy in user space.
+//!
+//! Each interface gets its own socket with its own fill and completion rings (the kernel
+//! requires that for a UMEM shared across devices); libxdp's program loading is inhibited and
+//! our own redirect program ([`super::bpf`]) is attached with `BPF_LINK_CREATE`. On veth,
+//! sockets run in copy mode, where the kernel places each frame 256 B (XDP_PACKET_HEADROOM)
+//! into its 2 KiB chunk, leaving 1792 B for the frame.
+
+use super::bpf::{XdpAttachment, XdpMode};
+use super::PortIo;
+use crate::frame::{FrameId, FrameMem};
+use crate::stats::XdpSnapshot;
+use std::ffi::CString;
+use std::io;
+use std::num::NonZeroU32;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsk_rs::config::{
+    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags,
+};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+/// Chunk size of the shared UMEM.
+pub const CHUNK: u32 = 2048;
+/// Ring sizes (RX, TX, fill, completion).
+pub const RING: u32 = 2048;
+const SOL_XDP: libc::c_int = 283;
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
+/// Errors opening AF_XDP ports.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    #[error("interface `{0}` does not exist")]
+    NoInterface(String),
+    #[error("creating UMEM of {frames} frames: {msg}")]
+    Umem { frames: u32, msg: String },
+    #[error("binding AF_XDP socket on `{iface}`: {msg}")]
+    Bind { iface: String, msg: String },
+    #[error("attaching XDP program to `{iface}`: {err}")]
+    Attach { iface: String, err: io::Error },
+}
+
+/// The interface index of `name`, if it exists.
+pub fn ifindex(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the function only
+    // reads it.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
+/// The shared UMEM: xsk-rs's region plus the descriptor of every chunk. Cloned per worker;
+/// each clone keeps its own free list, and ownership of a chunk travels with its `FrameId`.
+pub struct UmemMem {
+    umem: Umem,
+    descs: Arc<Vec<FrameDesc>>,
+    free: Vec<FrameId>,
+    room: usize,
+}
+
+// SAFETY: the UMEM region is shared memory; the frame-ownership protocol (a chunk is touched
+// only by whoever holds its FrameId, and the kernel only between fill/tx and rx/completion)
+// rules out concurrent access to the same chunk from two threads.
+unsafe impl Send for UmemMem {}
+
+impl UmemMem {
+    /// Another handle on the same memory with an empty free list (for another worker).
+    pub fn handle(&self) -> UmemMem {
+        UmemMem {
+            umem: self.umem.clone(),
+            descs: self.descs.clone(),
+            free: Vec::new(),
+            room: self.room,
+        }
+    }
+
+    /// Total chunks in the UMEM.
+    pub fn frames(&self) -> usize {
+        self.descs.len()
+    }
+
+    /// Free chunks held by this handle.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Moves up to `n` free chunks out of this handle.
+    pub fn take_free(&mut self, n: usize) -> Vec<FrameId> {
+        let k = self.free.len().saturating_sub(n);
+        self.free.split_off(k)
+    }
+
+    /// Adds chunks to this handle's free list.
+    pub fn give_free(&mut self, f: impl IntoIterator<Item = FrameId>) {
+        self.free.extend(f);
+    }
+
+    fn desc(&self, f: FrameId) -> FrameDesc {
+        self.descs[f.0 as usize]
+    }
+
+    fn id_of(addr: usize) -> FrameId {
+        FrameId((addr / CHUNK as usize) as u32)
+    }
+}
+
+impl FrameMem for UmemMem {
+    #[inline]
+    fn data(&self, f: FrameId) -> &[u8] {
+        let mut d = self.desc(f);
+        // SAFETY: `d` is this UMEM's descriptor of chunk `f`, and whoever calls holds `f`, so
+        // neither the kernel nor another thread writes the chunk meanwhile. The cursor only
+        // sets the length of our local copy of the descriptor (clamped to the data room).
+        unsafe {
+            self.umem.data_mut(&mut d).cursor().set_pos(self.room);
+            self.umem.data(&d).contents()
+        }
+    }
+
+    #[inline]
+    fn with_mut<R>(&mut self, f: FrameId, g: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut d = self.desc(f);
+        // SAFETY: as in `data`; `&mut self` makes this the only access through this handle,
+        // and chunk `f` is owned by the caller.
+        let mut dm = unsafe { self.umem.data_mut(&mut d) };
+        dm.cursor().set_pos(self.room);
+        g(dm.contents_mut())
+    }
+
+    #[inline]
+    fn alloc(&mut self) -> Option<FrameId> {
+        self.free.pop()
+    }
+
+    #[inline]
+    fn free(&mut self, f: FrameId) {
+        self.free.push(f);
+    }
+
+    fn room(&self) -> usize {
+        self.room
+    }
+}
+
+/// One AF_XDP port.
+pub struct XskPort {
+    pub iface: String,
+    pub ifindex: u32,
+    tx: TxQueue,
+    rx: RxQueue,
+    fq: FillQueue,
+    cq: CompQueue,
+    umem: Umem,
+    descs: Arc<Vec<FrameDesc>>,
+    buf: Vec<FrameDesc>,
+    /// Frames given to the kernel for RX not yet received back.
+    pub in_fill: usize,
+    /// Frames given to the kernel for TX not yet completed.
+    pub in_tx: usize,
+    pub mode: XdpMode,
+    _xdp: XdpAttachment,
+    last_check: Instant,
+    alive: bool,
+}
+
+// SAFETY: the rings are used only by the thread that owns this port; the UMEM handle is shared
+// under the frame-ownership protocol described on `UmemMem`.
+unsafe impl Send for XskPort {}
+
+fn bind_retry(
+    cfg: SocketConfig,
+    umem: &Umem,
+    iface: &str,
+) -> Result<(TxQueue, RxQueue, Option<(FillQueue, CompQueue)>), XskError> {
+    let name: Interface = iface
+        .parse()
+        .map_err(|_| XskError::NoInterface(iface.to_string()))?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        // SAFETY: libxdp program loading is inhibited (our own program is attached instead),
+        // which is what xsk-rs requires for sockets on a shared UMEM; each (iface, queue) pair
+        // is bound once.
+        match unsafe { Socket::new(cfg, umem, &name, 0) } {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                let busy = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<io::Error>())
+                    .is_some_and(|io| io.raw_os_error() == Some(libc::EBUSY));
+                // A socket closed on this interface moments ago holds it for ~30 ms.
+                if busy && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                return Err(XskError::Bind {
+                    iface: iface.to_string(),
+                    msg: format!("{e} ({:?})", std::error::Error::source(&e)),
+                });
+            }
+        }
+    }
+}
+
+/// Opens one AF_XDP port per interface on a shared UMEM of `frames` chunks. Returns the ports
+/// and the memory handle holding every chunk not already in a fill ring.
+pub fn open_ports(
+    ifaces: &[String],
+    frames: u32,
+    mode: Option<XdpMode>,
+) -> Result<(Vec<XskPort>, UmemMem), XskError> {
+    for i in ifaces {
+        ifindex(i).ok_or_else(|| XskError::NoInterface(i.clone()))?;
+    }
+    let ucfg = UmemConfig::builder()
+        .frame_size(FrameSize::new(CHUNK).map_err(|e| XskError::Umem {
+            frames,
+            msg: e.to_string(),
+        })?)
+        .fill_queue_size(QueueSize::new(RING).map_err(|e| XskError::Umem {
+            frames,
+            msg: e.to_string(),
+        })?)
+        .comp_queue_size(QueueSize::new(RING).map_err(|e| XskError::Umem {
+            frames,
+            msg: e.to_string(),
+        })?)
+        .build()
+        .map_err(|e| XskError::Umem {
+            frames,
+            msg: e.to_string(),
+        })?;
+    let count = NonZeroU32::new(frames).ok_or(XskError::Umem {
+        frames,
+        msg: "zero frames".into(),
+    })?;
+    let (umem, descs) = Umem::new(ucfg, count, false).map_err(|e| XskError::Umem {
+        frames,
+        msg: format!("{e}: {:?}", std::error::Error::source(&e)),
+    })?;
+    let room = (CHUNK - 256) as usize;
+    let descs = Arc::new(descs);
+    let mut mem = UmemMem {
+        umem: umem.clone(),
+        descs: descs.clone(),
+        free: (0..frames).rev().map(FrameId).collect(),
+        room,
+    };
+    let mut ports = Vec::new();
+    for iface in ifaces {
+        let idx = ifindex(iface).ok_or_else(|| XskError::NoInterface(iface.clone()))?;
+        let scfg = SocketConfig::builder()
+            .rx_queue_size(QueueSize::new(RING).map_err(|e| XskError::Bind {
+                iface: iface.clone(),
+                msg: e.to_string(),
+            })?)
+            .tx_queue_size(QueueSize::new(RING).map_err(|e| XskError::Bind {
+                iface: iface.clone(),
+                msg: e.to_string(),
+            })?)
+            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
+            .xdp_flags(XdpFlags::empty())
+            .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
+            .build();
+        let (tx, rx, rings) = bind_retry(scfg, &umem, iface)?;
+        let (fq, cq) = rings.ok_or_else(|| XskError::Bind {
+            iface: iface.clone(),
+            msg: "no fill/completion ring for a new interface".into(),
+        })?;
+        let fd = rx.fd().as_raw_fd();
+        let budget: u32 = RING;
+        // SAFETY: setsockopt reads `budget` (a live u32 of the given size) and nothing else.
+        // Older kernels reject the option; the 32-frame default then applies.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                SOL_XDP,
+                XDP_MAX_TX_SKB_BUDGET,
+                &budget as *const u32 as *const libc::c_void,
+                4,
+            );
+        }
+        let xdp = XdpAttachment::attach(idx, 64, mode).map_err(|err| XskError::Attach {
+            iface: iface.clone(),
+            err,
+        })?;
+        xdp.register(0, fd).map_err(|err| XskError::Attach {
+            iface: iface.clone(),
+            err,
+        })?;
+        let mut p = XskPort {
+            iface: iface.clone(),
+            ifindex: idx,
+            tx,
+            rx,
+            fq,
+            cq,
+            umem: umem.clone(),
+            descs: descs.clone(),
+            buf: vec![FrameDesc::default(); RING as usize],
+            in_fill: 0,
+            in_tx: 0,
+            mode: xdp.mode,
+            _xdp: xdp,
+            last_check: Instant::now(),
+            alive: true,
+        };
+        let mut free = std::mem::take(&mut mem.free);
+        p.refill(&mut free);
+        mem.free = free;
+        ports.push(p);
+    }
+    Ok((ports, mem))
+}
+
+impl PortIo for XskPort {
+    fn rx_burst(&mut self, out: &mut Vec<(FrameId, u32)>, max: usize) -> usize {
+        let n = max.min(self.buf.len());
+        // SAFETY: descriptors come from this port's RX ring on the shared UMEM; the frames
+        // they name are handed to the caller, who now owns them.
+        let got = unsafe { self.rx.consume(&mut self.buf[..n]) };
+        for d in &self.buf[..got] {
+            out.push((UmemMem::id_of(d.addr()), d.lengths().data() as u32));
+        }
+        self.in_fill -= got;
+        got
+    }
+
+    fn tx_burst(&mut self, frames: &[(FrameId, u32)]) -> usize {
+        if frames.is_empty() {
+            return 0;
+        }
+        let n = frames
+            .len()
+            .min(self.tx.nb_free(frames.len() as u32) as usize);
+        for (slot, &(f, len)) in self.buf.iter_mut().zip(&frames[..n]) {
+            let mut d = self.descs[f.0 as usize];
+            // SAFETY: the caller owns chunk `f`; setting the cursor only records the length
+            // in our copy of its descriptor.
+            unsafe { self.umem.data_mut(&mut d).cursor().set_pos(len as usize) };
+            *slot = d;
+        }
+        // SAFETY: every descriptor names a chunk of this UMEM owned by the caller, which gives
+        // it to the kernel until it comes back on the completion ring.
+        let sent = unsafe { self.tx.produce(&self.buf[..n]) };
+        self.in_tx += sent;
+        if sent > 0 && self.tx.needs_wakeup() {
+            if let Err(e) = self.tx.wakeup() {
+                if matches!(e.raw_os_error(), Some(libc::ENETDOWN) | Some(libc::ENXIO)) {
+                    self.alive = false;
+                }
+            }
+        }
+        sent
+    }
+
+    fn completions(&mut self, out: &mut Vec<FrameId>) {
+        if self.in_tx == 0 {
+            return;
+        }
+        // SAFETY: completed descriptors name chunks the kernel has finished with.
+        let n = unsafe { self.cq.consume(&mut self.buf) };
+        out.extend(self.buf[..n].iter().map(|d| UmemMem::id_of(d.addr())));
+        self.in_tx -= n;
+    }
+
+    fn refill(&mut self, free: &mut Vec<FrameId>) {
+        let want = (RING as usize).saturating_sub(self.in_fill).min(free.len());
+        if want < 16 && self.in_fill > 0 {
+            return;
+        }
+        let k = free.len() - want;
+        for (slot, f) in self.buf.iter_mut().zip(&free[k..]) {
+            *slot = self.descs[f.0 as usize];
+        }
+        // SAFETY: the chunks are free (owned by the caller) and are handed to the kernel,
+        // which returns them on the RX ring.
+        let n = unsafe { self.fq.produce(&self.buf[..want]) };
+        free.truncate(free.len() - n);
+        self.in_fill += n;
+        if self.fq.needs_wakeup() {
+            let _ = self.fq.wakeup(self.rx.fd_mut(), 0);
+        }
+    }
+
+    fn ring_stats(&mut self) -> Option<XdpSnapshot> {
+        let s = self.rx.fd().xdp_statistics().ok()?;
+        Some(XdpSnapshot {
+            rx_dropped: s.rx_dropped(),
+            rx_invalid_descs: s.rx_invalid_descs(),
+            rx_ring_full: s.rx_ring_full(),
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs(),
+            tx_invalid_descs: s.tx_invalid_descs(),
+            tx_ring_empty_descs: s.tx_ring_empty_descs(),
+        })
+    }
+
+    fn poll_fd(&self) -> Option<i32> {
+        Some(self.rx.fd().as_raw_fd())
+    }
+
+    fn alive(&mut self) -> bool {
+        if self.alive && self.last_check.elapsed() > Duration::from_millis(100) {
+            self.last_check = Instant::now();
+            self.alive = ifindex(&self.iface) == Some(self.ifindex);
+        }
+        self.alive
+    }
+}

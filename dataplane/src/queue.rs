@@ -1,0 +1,263 @@
+//! Per-port queue sets and the egress scheduler.
+//!
+//! Every port has a strict-priority control queue for signal frames (PFC, Xoff signals), never
+//! paused and always served first, and 1–127 FIFO data queues. The scheduler serves the
+//! configured strict queues (higher index first), then deficit round robin among the others,
+//! skipping any queue whose bit is set in the port's AFC pause register.
+
+use crate::config::{PortSpec, SchedKind};
+use crate::frame::Pkt;
+use flowctl::PauseRegs;
+use std::collections::VecDeque;
+
+/// One FIFO with its byte count.
+#[derive(Debug, Default)]
+pub struct Fifo {
+    pkts: VecDeque<Pkt>,
+    bytes: u64,
+}
+
+impl Fifo {
+    #[inline]
+    pub fn push(&mut self, p: Pkt) {
+        self.bytes += u64::from(p.len);
+        self.pkts.push_back(p);
+    }
+
+    #[inline]
+    pub fn pop(&mut self) -> Option<Pkt> {
+        let p = self.pkts.pop_front()?;
+        self.bytes -= u64::from(p.len);
+        Some(p)
+    }
+
+    #[inline]
+    pub fn head_len(&self) -> Option<u32> {
+        self.pkts.front().map(|p| p.len)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    pub fn drain(&mut self) -> impl Iterator<Item = Pkt> + '_ {
+        self.bytes = 0;
+        self.pkts.drain(..)
+    }
+}
+
+/// The queues of one egress port and their scheduler state.
+#[derive(Debug)]
+pub struct QueueSet {
+    pub ctrl: Fifo,
+    pub data: Vec<Fifo>,
+    /// Bitmap of non-empty data queues.
+    nonempty: u128,
+    strict_mask: u128,
+    /// Strict queues, highest priority first.
+    strict_order: Vec<usize>,
+    kind: SchedKind,
+    quantum: u64,
+    deficit: Vec<u64>,
+    rr: usize,
+    granted: bool,
+}
+
+impl QueueSet {
+    pub fn new(spec: &PortSpec) -> Self {
+        let n = spec.queues;
+        let mut strict_order: Vec<usize> = match spec.scheduler {
+            SchedKind::Sp => (0..n).collect(),
+            SchedKind::Drr => spec.strict.clone(),
+        };
+        strict_order.sort_unstable_by(|a, b| b.cmp(a));
+        strict_order.dedup();
+        let strict_mask = strict_order.iter().fold(0u128, |m, &q| m | (1 << q));
+        QueueSet {
+            ctrl: Fifo::default(),
+            data: (0..n).map(|_| Fifo::default()).collect(),
+            nonempty: 0,
+            strict_mask,
+            strict_order,
+            kind: spec.scheduler,
+            quantum: spec.quantum,
+            deficit: vec![0; n],
+            rr: 0,
+            granted: false,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, q: usize, p: Pkt) {
+        self.data[q].push(p);
+        self.nonempty |= 1 << q;
+    }
+
+    /// Bitmap of non-empty data queues.
+    pub fn nonempty(&self) -> u128 {
+        self.nonempty
+    }
+
+    /// Whether any data queue holds a packet that is not paused at `now`.
+    #[inline]
+    pub fn has_eligible(&self, pause: &PauseRegs, now: u64) -> bool {
+        !self.ctrl.is_empty() || self.eligible(pause, now) != 0
+    }
+
+    #[inline]
+    fn eligible(&self, pause: &PauseRegs, now: u64) -> u128 {
+        if self.nonempty == 0 {
+            return 0;
+        }
+        self.nonempty & !pause.paused_mask(now)
+    }
+
+    /// Picks and dequeues the next packet to transmit; `None` if nothing is eligible.
+    /// Returns the packet and its data queue (`None` for the control queue).
+    #[inline]
+    pub fn dequeue(&mut self, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
+        if let Some(p) = self.ctrl.pop() {
+            return Some((p, None));
+        }
+        let el = self.eligible(pause, now);
+        if el == 0 {
+            return None;
+        }
+        let q = if el & self.strict_mask != 0 {
+            *self.strict_order.iter().find(|&&q| el & (1 << q) != 0)?
+        } else {
+            debug_assert_eq!(self.kind, SchedKind::Drr);
+            self.pick_drr(el & !self.strict_mask)
+        };
+        let p = self.data[q].pop()?;
+        if self.data[q].is_empty() {
+            self.nonempty &= !(1 << q);
+        }
+        if self.strict_mask & (1 << q) == 0 {
+            self.deficit[q] = self.deficit[q].saturating_sub(u64::from(p.len));
+            if self.data[q].is_empty() {
+                // An emptied queue forfeits its deficit and the turn passes on.
+                self.deficit[q] = 0;
+                self.advance();
+            }
+        }
+        Some((p, Some(q)))
+    }
+
+    fn advance(&mut self) {
+        self.rr = (self.rr + 1) % self.data.len();
+        self.granted = false;
+    }
+
+    /// Deficit round robin over the eligible (non-empty, unpaused) queues in `el`.
+    fn pick_drr(&mut self, el: u128) -> usize {
+        loop {
+            let q = self.rr;
+            if el & (1 << q) != 0 {
+                if !self.granted {
+                    self.deficit[q] += self.quantum;
+                    self.granted = true;
+                }
+                if let Some(h) = self.data[q].head_len() {
+                    if self.deficit[q] >= u64::from(h) {
+                        return q;
+                    }
+                }
+            } else if self.data[q].is_empty() {
+                self.deficit[q] = 0;
+            }
+            self.advance();
+        }
+    }
+
+    /// Bytes queued in data queues.
+    pub fn data_bytes(&self) -> u64 {
+        self.data.iter().map(Fifo::bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PrioSource, SchedKind};
+    use crate::frame::FrameId;
+    use crate::wire::MacAddr;
+
+    fn spec(kind: SchedKind, strict: Vec<usize>, quantum: u64) -> PortSpec {
+        PortSpec {
+            name: "p".into(),
+            iface: "p".into(),
+            mac: MacAddr::default(),
+            rate_bps: 1,
+            delay_ps: 0,
+            queues: 4,
+            queue_limit: 1 << 20,
+            scheduler: kind,
+            quantum,
+            strict,
+            prio_source: PrioSource::Auto,
+            prio_map: [0; 8],
+            flood: true,
+            mtu: 1500,
+            peer_mac: None,
+        }
+    }
+
+    fn pkt(len: u32, id: u32) -> Pkt {
+        Pkt::new(FrameId(id), len, 0, 0)
+    }
+
+    #[test]
+    fn drr_shares_bytes_equally_with_unequal_sizes() {
+        let mut qs = QueueSet::new(&spec(SchedKind::Drr, vec![], 1500));
+        let regs = PauseRegs::new(4);
+        for i in 0..300 {
+            qs.push(0, pkt(1500, i));
+            qs.push(1, pkt(500, 1000 + i));
+        }
+        let mut bytes = [0u64; 4];
+        for _ in 0..200 {
+            let (p, q) = qs.dequeue(&regs, 0).unwrap();
+            bytes[q.unwrap()] += u64::from(p.len);
+        }
+        let ratio = bytes[0] as f64 / bytes[1] as f64;
+        assert!((0.9..1.1).contains(&ratio), "{bytes:?}");
+    }
+
+    #[test]
+    fn strict_first_and_paused_skipped() {
+        let mut qs = QueueSet::new(&spec(SchedKind::Drr, vec![3], 1500));
+        let regs = PauseRegs::new(4);
+        qs.push(0, pkt(100, 1));
+        qs.push(3, pkt(100, 2));
+        qs.push(3, pkt(100, 3));
+        regs.pause(3, 1_000);
+        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(0));
+        assert!(qs.dequeue(&regs, 0).is_none(), "queue 3 is paused");
+        assert!(!qs.has_eligible(&regs, 0));
+        assert_eq!(qs.dequeue(&regs, 1_000).unwrap().0.frame, FrameId(2));
+        // The control queue goes first even when data is waiting.
+        qs.ctrl.push(pkt(64, 9));
+        let (p, q) = qs.dequeue(&regs, 1_000).unwrap();
+        assert_eq!((p.frame, q), (FrameId(9), None));
+    }
+
+    #[test]
+    fn sp_serves_highest_index() {
+        let mut qs = QueueSet::new(&spec(SchedKind::Sp, vec![], 1500));
+        let regs = PauseRegs::new(4);
+        qs.push(1, pkt(100, 1));
+        qs.push(2, pkt(100, 2));
+        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(2));
+        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(1));
+        assert!(qs.dequeue(&regs, 0).is_none());
+    }
+}

@@ -1,0 +1,439 @@
+//! Real-time execution of a switch on AF_XDP ports: run-to-completion workers, each owning a
+//! subset of the ports (RX, egress queues, TX), exchanging frames for each other's ports
+//! through lock-free rings.
+//!
+//! With several workers each is a "pipe" with its own slice of the MMU's buffer (the buffer is
+//! divided evenly), as multi-pipe switch ASICs partition theirs.
+
+use crate::clock::{Clock, MonoClock};
+use crate::config::SwitchSpec;
+use crate::frame::FrameId;
+use crate::port::bpf::XdpMode;
+use crate::port::xsk::{self, UmemMem, XskError, XskPort};
+use crate::port::PortIo;
+use crate::stats::{Counter, DropReason};
+use crate::switch::{Handoff, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
+use crossbeam_queue::ArrayQueue;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How workers wait when there is nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollMode {
+    /// Spin: lowest latency, one core per worker at 100%.
+    Busy,
+    /// Spin briefly, then sleep in `ppoll()` until a frame arrives or the shaper is due.
+    Adaptive,
+}
+
+/// Options of `xoff run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub workers: usize,
+    pub poll: PollMode,
+    /// RX burst size.
+    pub batch: usize,
+    pub xdp_mode: Option<XdpMode>,
+    /// UMEM chunks; computed from the buffer and rings when `None`.
+    pub umem_frames: Option<u32>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            workers: 1,
+            poll: PollMode::Adaptive,
+            batch: 64,
+            xdp_mode: None,
+            umem_frames: None,
+        }
+    }
+}
+
+/// Errors starting a switch.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    #[error("buffer configuration: {0}")]
+    Mmu(#[from] mmu::MmuError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// UMEM chunks needed for `spec`: every ring full, plus as many packets as the buffer can
+/// hold at one 256-byte cell each, plus what the emulated wires hold.
+pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
+    let rings = spec.ports.len() as u64 * u64::from(xsk::RING) * 2;
+    let buffer = match &spec.buffer {
+        Some(b) => b.buffer_bytes,
+        None => spec
+            .ports
+            .iter()
+            .map(|p| p.queue_limit * p.queues as u64)
+            .sum(),
+    };
+    let wire: u64 = spec
+        .ports
+        .iter()
+        .map(|p| (p.rate_bps / 8).saturating_mul(p.delay_ps) / 1_000_000_000_000 / 64 + 64)
+        .sum();
+    (rings + (buffer / 256).min(262_144) + wire + 4096).min(1 << 20) as u32
+}
+
+/// A running switch.
+pub struct Running {
+    pub shared: Arc<SwitchShared>,
+    /// MMU statistics each worker last published.
+    pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    /// Headroom table of worker 0's MMU, for printing at start.
+    pub headroom: Option<Vec<mmu::HeadroomRow>>,
+    pub started: Instant,
+    pub modes: Vec<(String, XdpMode)>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Waits for every worker to finish (after the stop flag is set).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Current counters as JSON-serialisable snapshot.
+    pub fn snapshot(&self) -> crate::stats::SwitchSnapshot {
+        let mmu = {
+            let v = self.mmu_stats.lock().map(|g| g.clone()).unwrap_or_default();
+            let per: Vec<serde_json::Value> = v.into_iter().flatten().collect();
+            match per.len() {
+                0 => None,
+                1 => per.into_iter().next(),
+                _ => Some(serde_json::Value::Array(per)),
+            }
+        };
+        self.shared
+            .snapshot(self.started.elapsed().as_secs_f64(), mmu)
+    }
+}
+
+struct Mailbox {
+    ring: ArrayQueue<Handoff>,
+    sleeping: AtomicBool,
+    wake: OwnedFd,
+}
+
+impl Mailbox {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: eventfd has no pointer arguments; a non-negative result is a new descriptor
+        // that we own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Mailbox {
+            ring: ArrayQueue::new(8192),
+            sleeping: AtomicBool::new(false),
+            wake,
+        })
+    }
+
+    fn kick(&self) {
+        if self.sleeping.load(Ordering::Acquire) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+            unsafe {
+                libc::write(
+                    self.wake.as_raw_fd(),
+                    &one as *const u64 as *const libc::c_void,
+                    8,
+                )
+            };
+        }
+    }
+
+    fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe {
+            libc::read(
+                self.wake.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
+    }
+}
+
+struct Worker {
+    id: usize,
+    sw: Switch,
+    ports: Vec<(u16, XskPort)>,
+    pending: Vec<Vec<(FrameId, u32)>>,
+    mem: UmemMem,
+    boxes: Arc<Vec<Mailbox>>,
+    owner: Vec<u16>,
+    pool: Arc<ArrayQueue<FrameId>>,
+    poll: PollMode,
+    batch: usize,
+    stop: Arc<AtomicBool>,
+    mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    fc_events: Counter,
+}
+
+/// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
+pub fn start(
+    spec: SwitchSpec,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<Running, RunError> {
+    let nports = spec.ports.len();
+    let workers = opts.workers.clamp(1, nports.max(1));
+    let owner: Vec<u16> = (0..nports).map(|p| (p % workers) as u16).collect();
+    let frames = opts.umem_frames.unwrap_or_else(|| umem_frames_for(&spec));
+    let ifaces: Vec<String> = spec.ports.iter().map(|p| p.iface.clone()).collect();
+    let (ports, mut mem) = xsk::open_ports(&ifaces, frames, opts.xdp_mode)?;
+    let modes = ports.iter().map(|p| (p.iface.clone(), p.mode)).collect();
+    let shared = SwitchShared::new(spec);
+    let boxes = Arc::new(
+        (0..workers)
+            .map(|_| Mailbox::new())
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let pool = Arc::new(ArrayQueue::new(frames as usize));
+    let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
+    let mut per: Vec<Vec<(u16, XskPort)>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, p) in ports.into_iter().enumerate() {
+        per[usize::from(owner[i])].push((i as u16, p));
+    }
+    let mut pipes = Vec::new();
+    for w in 0..workers {
+        pipes.push(Switch::new(
+            shared.clone(),
+            owner.clone(),
+            w as u16,
+            REALTIME_MAX_LAG_PS,
+        )?);
+    }
+    let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
+    // Spread the free chunks evenly over the workers.
+    let share = mem.free_count() / workers;
+    let mut threads = Vec::new();
+    for (w, (sw, ports)) in pipes.into_iter().zip(per).enumerate() {
+        let mut wm = mem.handle();
+        wm.give_free(if w + 1 == workers {
+            mem.take_free(usize::MAX)
+        } else {
+            mem.take_free(share)
+        });
+        let mut worker = Worker {
+            id: w,
+            pending: ports.iter().map(|_| Vec::new()).collect(),
+            sw,
+            ports,
+            mem: wm,
+            boxes: boxes.clone(),
+            owner: owner.clone(),
+            pool: pool.clone(),
+            poll: opts.poll,
+            batch: opts.batch.clamp(1, xsk::RING as usize),
+            stop: stop.clone(),
+            mmu_stats: mmu_stats.clone(),
+            fc_events: Counter::default(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("xoff-w{w}"))
+                .spawn(move || worker.run())?,
+        );
+    }
+    Ok(Running {
+        shared,
+        mmu_stats,
+        headroom,
+        started: Instant::now(),
+        modes,
+        threads,
+    })
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let clock = MonoClock;
+        let mut rx = Vec::with_capacity(self.batch);
+        let mut comp = Vec::with_capacity(xsk::RING as usize);
+        let mut handoff = Vec::new();
+        let mut fc = Vec::new();
+        let mut idle_rounds = 0u32;
+        let mut last_house = Instant::now();
+        let free_hi = self.ports.len() * xsk::RING as usize * 2 + 4096;
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = clock.now();
+            let mut work = 0usize;
+            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
+                comp.clear();
+                port.completions(&mut comp);
+                self.mem.give_free(comp.iter().copied());
+                let mut free = self.mem.take_free(usize::MAX);
+                port.refill(&mut free);
+                self.mem.give_free(free);
+                rx.clear();
+                work += port.rx_burst(&mut rx, self.batch);
+                for &(f, len) in &rx {
+                    self.sw
+                        .receive(&mut self.mem, *pid, f, len, now, &mut handoff);
+                }
+                let _ = i;
+            }
+            for h in handoff.drain(..) {
+                let dst = usize::from(self.owner[usize::from(h.port)]);
+                if let Err(h) = self.boxes[dst].ring.push(h) {
+                    self.sw.shared.counters[usize::from(h.port)].drop(DropReason::QueueFull);
+                    crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
+                } else {
+                    self.boxes[dst].kick();
+                }
+            }
+            while let Some(h) = self.boxes[self.id].ring.pop() {
+                self.sw.enqueue(&mut self.mem, h.port, h.pkt, now);
+                work += 1;
+            }
+            let mut dead = Vec::new();
+            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
+                let pend = &mut self.pending[i];
+                self.sw.service(&mut self.mem, *pid, now, pend);
+                if !pend.is_empty() {
+                    let k = port.tx_burst(pend);
+                    let c = &self.sw.shared.counters[usize::from(*pid)];
+                    c.tx_pkts.add(k as u64);
+                    c.tx_bytes
+                        .add(pend[..k].iter().map(|&(_, l)| u64::from(l)).sum());
+                    pend.drain(..k);
+                    work += k;
+                }
+                if !port.alive() {
+                    dead.push(i);
+                }
+            }
+            for i in dead.into_iter().rev() {
+                let (pid, port) = self.ports.remove(i);
+                let pend = self.pending.remove(i);
+                tracing::warn!(iface = %port.iface, "interface disappeared; port {pid} is down, the switch keeps running on the others");
+                self.sw.port_down(&mut self.mem, usize::from(pid), now);
+                for (f, _) in pend {
+                    crate::frame::FrameMem::free(&mut self.mem, f);
+                }
+                // Frames in the dead port's rings are lost with it: the kernel frees its
+                // rings, and the chunks are simply never seen again.
+                drop(port);
+            }
+            self.sw.take_fc_events(&mut fc);
+            self.fc_events.add(fc.len() as u64);
+            fc.clear();
+            // Keep free chunks flowing between workers.
+            if self.mem.free_count() > free_hi {
+                for f in self.mem.take_free(self.mem.free_count() - free_hi / 2) {
+                    let _ = self.pool.push(f);
+                }
+            } else if self.mem.free_count() < xsk::RING as usize {
+                let mut got = Vec::new();
+                while got.len() < xsk::RING as usize {
+                    match self.pool.pop() {
+                        Some(f) => got.push(f),
+                        None => break,
+                    }
+                }
+                self.mem.give_free(got);
+            }
+            if last_house.elapsed() > Duration::from_millis(100) {
+                last_house = Instant::now();
+                self.housekeeping();
+            }
+            if work > 0 {
+                idle_rounds = 0;
+            } else if self.poll == PollMode::Adaptive {
+                idle_rounds += 1;
+                if idle_rounds > 256 {
+                    self.sleep(clock.now());
+                }
+            }
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        for (pid, port) in &mut self.ports {
+            if let Some(s) = port.ring_stats() {
+                let c = &self.sw.shared.counters[usize::from(*pid)];
+                c.xdp_rx_dropped.set(s.rx_dropped);
+                c.xdp_rx_invalid.set(s.rx_invalid_descs);
+                c.xdp_rx_ring_full.set(s.rx_ring_full);
+                c.xdp_fill_ring_empty.set(s.rx_fill_ring_empty_descs);
+                c.xdp_tx_invalid.set(s.tx_invalid_descs);
+                c.xdp_tx_ring_empty.set(s.tx_ring_empty_descs);
+            }
+        }
+        if let Some(v) = self.sw.buffer().stats_json() {
+            if let Ok(mut g) = self.mmu_stats.lock() {
+                g[self.id] = Some(v);
+            }
+        }
+    }
+
+    /// Sleeps until a frame arrives, another worker hands one over, or the shaper is due.
+    fn sleep(&mut self, now: u64) {
+        let mut wake_at = now + 10_000_000_000; // 10 ms: check stop and link state
+        for (i, (pid, _)) in self.ports.iter().enumerate() {
+            if !self.pending[i].is_empty() {
+                wake_at = now + 20_000_000; // TX ring was full: retry soon
+            }
+            if let Some(t) = self.sw.next_wakeup(*pid, now) {
+                wake_at = wake_at.min(t);
+            }
+        }
+        if wake_at <= now {
+            return;
+        }
+        let mb = &self.boxes[self.id];
+        mb.sleeping.store(true, Ordering::Release);
+        if !mb.ring.is_empty() {
+            mb.sleeping.store(false, Ordering::Release);
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .filter_map(|(_, p)| p.poll_fd())
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        fds.push(libc::pollfd {
+            fd: mb.wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let dt = wake_at - now;
+        let ts = libc::timespec {
+            tv_sec: (dt / 1_000_000_000_000) as libc::time_t,
+            tv_nsec: ((dt % 1_000_000_000_000) / 1000) as libc::c_long,
+        };
+        // SAFETY: `fds` and `ts` are live for the call and the count matches `fds`.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        mb.sleeping.store(false, Ordering::Release);
+        mb.clear();
+    }
+}

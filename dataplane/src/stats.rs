@@ -1,0 +1,325 @@
+//! Counters. Every counter has one writer (the worker that owns the port), so increments are a
+//! relaxed load and store, and readers (the control socket) see a consistent-enough snapshot
+//! without slowing the data path.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A single-writer counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Raises the counter to `v` if larger (watermarks).
+    #[inline]
+    pub fn max(&self, v: u64) {
+        if v > self.0.load(Ordering::Relaxed) {
+            self.0.store(v, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// Shorter than its format allows.
+    Runt,
+    /// IPv4 header cut short.
+    TruncatedIpv4,
+    /// IPv4 header with a bad version, IHL or total length.
+    BadIpv4Header,
+    TruncatedIpv6,
+    BadIpv6Header,
+    UnknownEtherType,
+    /// Longer than a buffer chunk holds.
+    Oversize,
+    /// No L2 or L3 entry and flooding not allowed.
+    NoRoute,
+    /// TTL or hop limit reached zero.
+    TtlExpired,
+    /// Destination is the port it came in on.
+    SamePort,
+    /// Tail drop at the egress queue limit (no MMU) or MMU egress threshold.
+    QueueFull,
+    /// MMU ingress admission refused (shared buffer threshold or headroom exhausted).
+    IngressBuffer,
+    /// Lossless packet found no headroom: should never happen when headroom is sized right.
+    LosslessOverflow,
+    /// No free buffer chunk to copy a flooded frame into.
+    NoFrame,
+    /// MAC control frame (PAUSE/PFC) consumed or not understood.
+    MacControl,
+    /// Egress port went away.
+    PortDown,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 16] = [
+        DropReason::Runt,
+        DropReason::TruncatedIpv4,
+        DropReason::BadIpv4Header,
+        DropReason::TruncatedIpv6,
+        DropReason::BadIpv6Header,
+        DropReason::UnknownEtherType,
+        DropReason::Oversize,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::SamePort,
+        DropReason::QueueFull,
+        DropReason::IngressBuffer,
+        DropReason::LosslessOverflow,
+        DropReason::NoFrame,
+        DropReason::MacControl,
+        DropReason::PortDown,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Runt => "runt",
+            DropReason::TruncatedIpv4 => "truncated_ipv4",
+            DropReason::BadIpv4Header => "bad_ipv4_header",
+            DropReason::TruncatedIpv6 => "truncated_ipv6",
+            DropReason::BadIpv6Header => "bad_ipv6_header",
+            DropReason::UnknownEtherType => "unknown_ethertype",
+            DropReason::Oversize => "oversize",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::SamePort => "same_port",
+            DropReason::QueueFull => "queue_full",
+            DropReason::IngressBuffer => "ingress_buffer",
+            DropReason::LosslessOverflow => "lossless_overflow",
+            DropReason::NoFrame => "no_frame",
+            DropReason::MacControl => "mac_control",
+            DropReason::PortDown => "port_down",
+        }
+    }
+}
+
+/// Counters of one egress queue.
+#[derive(Debug, Default)]
+pub struct QueueCounters {
+    pub enq_pkts: Counter,
+    pub enq_bytes: Counter,
+    pub deq_pkts: Counter,
+    pub deq_bytes: Counter,
+    pub depth_bytes: Counter,
+    pub depth_pkts: Counter,
+    pub watermark_bytes: Counter,
+    pub drops: Counter,
+    pub ecn_marked: Counter,
+}
+
+/// Counters of one port.
+#[derive(Debug)]
+pub struct PortCounters {
+    pub rx_pkts: Counter,
+    pub rx_bytes: Counter,
+    pub tx_pkts: Counter,
+    pub tx_bytes: Counter,
+    /// Indexed by `DropReason::index` (attributed to the port the frame arrived on, except
+    /// egress drops, which count at the egress port).
+    pub drops: Vec<Counter>,
+    pub queues: Vec<QueueCounters>,
+    /// AF_XDP ring statistics (XDP_STATISTICS), refreshed by the port's worker.
+    pub xdp_rx_dropped: Counter,
+    pub xdp_rx_invalid: Counter,
+    pub xdp_rx_ring_full: Counter,
+    pub xdp_fill_ring_empty: Counter,
+    pub xdp_tx_invalid: Counter,
+    pub xdp_tx_ring_empty: Counter,
+    /// Set when the interface went away.
+    pub down: Counter,
+}
+
+impl PortCounters {
+    pub fn new(queues: usize) -> Self {
+        PortCounters {
+            rx_pkts: Counter::default(),
+            rx_bytes: Counter::default(),
+            tx_pkts: Counter::default(),
+            tx_bytes: Counter::default(),
+            drops: DropReason::ALL.iter().map(|_| Counter::default()).collect(),
+            queues: (0..queues).map(|_| QueueCounters::default()).collect(),
+            xdp_rx_dropped: Counter::default(),
+            xdp_rx_invalid: Counter::default(),
+            xdp_rx_ring_full: Counter::default(),
+            xdp_fill_ring_empty: Counter::default(),
+            xdp_tx_invalid: Counter::default(),
+            xdp_tx_ring_empty: Counter::default(),
+            down: Counter::default(),
+        }
+    }
+
+    #[inline]
+    pub fn drop(&self, r: DropReason) {
+        self.drops[r.index()].add(1);
+    }
+
+    pub fn snapshot(&self, name: &str) -> PortSnapshot {
+        PortSnapshot {
+            name: name.to_string(),
+            up: self.down.get() == 0,
+            rx_pkts: self.rx_pkts.get(),
+            rx_bytes: self.rx_bytes.get(),
+            tx_pkts: self.tx_pkts.get(),
+            tx_bytes: self.tx_bytes.get(),
+            drops: DropReason::ALL
+                .iter()
+                .filter(|r| self.drops[r.index()].get() > 0)
+                .map(|r| (r.name().to_string(), self.drops[r.index()].get()))
+                .collect(),
+            xdp: XdpSnapshot {
+                rx_dropped: self.xdp_rx_dropped.get(),
+                rx_invalid_descs: self.xdp_rx_invalid.get(),
+                rx_ring_full: self.xdp_rx_ring_full.get(),
+                rx_fill_ring_empty_descs: self.xdp_fill_ring_empty.get(),
+                tx_invalid_descs: self.xdp_tx_invalid.get(),
+                tx_ring_empty_descs: self.xdp_tx_ring_empty.get(),
+            },
+            queues: self
+                .queues
+                .iter()
+                .map(|q| QueueSnapshot {
+                    enq_pkts: q.enq_pkts.get(),
+                    enq_bytes: q.enq_bytes.get(),
+                    deq_pkts: q.deq_pkts.get(),
+                    deq_bytes: q.deq_bytes.get(),
+                    depth_bytes: q.depth_bytes.get(),
+                    depth_pkts: q.depth_pkts.get(),
+                    watermark_bytes: q.watermark_bytes.get(),
+                    drops: q.drops.get(),
+                    ecn_marked: q.ecn_marked.get(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A point-in-time copy of a port's counters, as `xoff ctl stats --json` prints it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct PortSnapshot {
+    pub name: String,
+    pub up: bool,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub xdp: XdpSnapshot,
+    pub queues: Vec<QueueSnapshot>,
+}
+
+/// XDP_STATISTICS of a port's socket.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct XdpSnapshot {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub tx_ring_empty_descs: u64,
+}
+
+impl XdpSnapshot {
+    /// Frames the kernel dropped on their way into the switch.
+    pub fn lost(&self) -> u64 {
+        self.rx_dropped + self.rx_invalid_descs + self.rx_ring_full
+    }
+}
+
+/// Counters of one egress queue, copied.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct QueueSnapshot {
+    pub enq_pkts: u64,
+    pub enq_bytes: u64,
+    pub deq_pkts: u64,
+    pub deq_bytes: u64,
+    pub depth_bytes: u64,
+    pub depth_pkts: u64,
+    pub watermark_bytes: u64,
+    pub drops: u64,
+    pub ecn_marked: u64,
+}
+
+/// All counters of a switch.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct SwitchSnapshot {
+    pub switch: String,
+    pub uptime_s: f64,
+    pub ports: Vec<PortSnapshot>,
+    /// MMU statistics, when an MMU is configured (JSON as the `mmu` crate reports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mmu: Option<serde_json::Value>,
+}
+
+impl SwitchSnapshot {
+    /// A fixed-width table for humans.
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "switch {} (up {:.1} s)", self.switch, self.uptime_s);
+        let _ = writeln!(
+            s,
+            "{:<12} {:>4} {:>10} {:>12} {:>10} {:>12} {:>8} {:>10} {:>9}",
+            "port",
+            "up",
+            "rx_pkts",
+            "rx_bytes",
+            "tx_pkts",
+            "tx_bytes",
+            "drops",
+            "maxq_B",
+            "xdp_lost"
+        );
+        for p in &self.ports {
+            let drops: u64 = p.drops.values().sum::<u64>();
+            let wm = p
+                .queues
+                .iter()
+                .map(|q| q.watermark_bytes)
+                .max()
+                .unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "{:<12} {:>4} {:>10} {:>12} {:>10} {:>12} {:>8} {:>10} {:>9}",
+                p.name,
+                if p.up { "yes" } else { "NO" },
+                p.rx_pkts,
+                p.rx_bytes,
+                p.tx_pkts,
+                p.tx_bytes,
+                drops,
+                wm,
+                p.xdp.lost()
+            );
+            for (r, n) in &p.drops {
+                let _ = writeln!(s, "{:<12}   drop {r}: {n}", "");
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,434 @@
+//! The switch pipeline: the one implementation of forwarding, queueing, scheduling and link
+//! emulation, run on AF_XDP ports by `xoff run` and on in-memory ports by the virtual-time
+//! fabric.
+//!
+//! Per packet (run to completion): parse → classify (PCP/DSCP → priority → queue) → forward
+//! (FIB, ECMP) → rewrite if routed → buffer admission → enqueue. Per egress port: scheduler
+//! (control queue, strict, DRR; paused queues skipped) → shaper → delay line → transmit.
+//! A `Switch` is one pipeline ("pipe") owning the egress side of a subset of the ports; with
+//! one worker it owns them all. Frames bound for a port another pipe owns are handed off.
+
+use crate::buffer::{BufReq, Buffer};
+use crate::config::{PrioSource, SwitchSpec};
+use crate::fib::{Fib, Forward};
+use crate::frame::{FrameId, FrameMem, Pkt};
+use crate::link::Link;
+use crate::parse::{self, PacketMeta, L3};
+use crate::queue::QueueSet;
+use crate::stats::{DropReason, PortCounters, SwitchSnapshot};
+use crate::wire::{EtherType, EthernetFrame};
+use flowctl::PauseRegs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// State shared by all pipes of a switch: configuration, FIB, counters, pause registers.
+#[derive(Debug)]
+pub struct SwitchShared {
+    pub spec: SwitchSpec,
+    pub fib: Fib,
+    pub counters: Vec<PortCounters>,
+    /// AFC pause registers, one per port (data queues).
+    pub pause: Vec<PauseRegs>,
+    pub up: Vec<AtomicBool>,
+}
+
+impl SwitchShared {
+    pub fn new(spec: SwitchSpec) -> Arc<Self> {
+        Arc::new(SwitchShared {
+            fib: Fib::new(&spec),
+            counters: spec
+                .ports
+                .iter()
+                .map(|p| PortCounters::new(p.queues))
+                .collect(),
+            pause: spec
+                .ports
+                .iter()
+                .map(|p| PauseRegs::new(p.queues))
+                .collect(),
+            up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
+            spec,
+        })
+    }
+
+    pub fn ports(&self) -> usize {
+        self.spec.ports.len()
+    }
+
+    pub fn is_up(&self, p: usize) -> bool {
+        self.up[p].load(Ordering::Relaxed)
+    }
+
+    /// Counters of all ports.
+    pub fn snapshot(&self, uptime_s: f64, mmu: Option<serde_json::Value>) -> SwitchSnapshot {
+        SwitchSnapshot {
+            switch: self.spec.name.clone(),
+            uptime_s,
+            ports: self
+                .counters
+                .iter()
+                .zip(&self.spec.ports)
+                .map(|(c, p)| c.snapshot(&p.name))
+                .collect(),
+            mmu,
+        }
+    }
+}
+
+/// A packet bound for a port owned by another pipe.
+#[derive(Debug, Clone, Copy)]
+pub struct Handoff {
+    pub port: u16,
+    pub pkt: Pkt,
+}
+
+struct Egress {
+    qs: QueueSet,
+    link: Link,
+}
+
+/// One pipeline of a switch.
+pub struct Switch {
+    pub shared: Arc<SwitchShared>,
+    /// Which pipe owns each port's egress.
+    owner: Vec<u16>,
+    me: u16,
+    egress: Vec<Option<Egress>>,
+    buffer: Buffer,
+    fc_events: Vec<mmu::FcEvent>,
+}
+
+/// Default shaper catch-up window for real-time pipes: one poll round may be this late.
+pub const REALTIME_MAX_LAG_PS: u64 = 50_000_000; // 50 µs
+
+impl Switch {
+    /// A pipe owning the ports `p` with `owner[p] == me`. `pipes` divides the MMU's buffer.
+    /// `max_lag_ps` is the shaper's catch-up window (0 in virtual time, where nothing is late).
+    pub fn new(
+        shared: Arc<SwitchShared>,
+        owner: Vec<u16>,
+        me: u16,
+        max_lag_ps: u64,
+    ) -> Result<Self, mmu::MmuError> {
+        let pipes = u64::from(owner.iter().copied().max().unwrap_or(0)) + 1;
+        let spec = &shared.spec;
+        let egress = spec
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                (owner[i] == me).then(|| Egress {
+                    qs: QueueSet::new(p),
+                    link: Link::new(p.rate_bps, p.delay_ps, max_lag_ps),
+                })
+            })
+            .collect();
+        let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
+        Ok(Switch {
+            owner,
+            me,
+            egress,
+            buffer,
+            fc_events: Vec::new(),
+            shared,
+        })
+    }
+
+    /// A single pipe owning every port.
+    pub fn single(spec: SwitchSpec, max_lag_ps: u64) -> Result<Self, mmu::MmuError> {
+        let n = spec.ports.len();
+        Self::new(SwitchShared::new(spec), vec![0; n], 0, max_lag_ps)
+    }
+
+    pub fn owns(&self, port: usize) -> bool {
+        self.owner.get(port) == Some(&self.me)
+    }
+
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    fn classify(&self, in_port: usize, m: &PacketMeta) -> u8 {
+        let dscp = match m.l3 {
+            L3::Ip { dscp, .. } => Some(dscp >> 3),
+            L3::None => None,
+        };
+        match self.shared.spec.ports[in_port].prio_source {
+            PrioSource::Pcp => m.pcp.unwrap_or(0),
+            PrioSource::Dscp => dscp.unwrap_or(0),
+            PrioSource::Auto => m.pcp.or(dscp).unwrap_or(0),
+        }
+    }
+
+    fn drop_at(&self, port: usize, mem: &mut impl FrameMem, f: FrameId, r: DropReason) {
+        self.shared.counters[port].drop(r);
+        mem.free(f);
+    }
+
+    /// Processes a frame received on `in_port`. Packets for ports this pipe does not own are
+    /// appended to `handoff`; everything else is enqueued or dropped (and counted) here.
+    pub fn receive<M: FrameMem>(
+        &mut self,
+        mem: &mut M,
+        in_port: u16,
+        frame: FrameId,
+        len: u32,
+        now: u64,
+        handoff: &mut Vec<Handoff>,
+    ) {
+        let ip = usize::from(in_port);
+        let c = &self.shared.counters[ip];
+        c.rx_pkts.add(1);
+        c.rx_bytes.add(u64::from(len));
+        if len as usize > mem.room() {
+            return self.drop_at(ip, mem, frame, DropReason::Oversize);
+        }
+        let meta = match parse::parse(&mem.data(frame)[..len as usize]) {
+            Ok(m) => m,
+            Err(r) => return self.drop_at(ip, mem, frame, r),
+        };
+        if matches!(
+            meta.ethertype,
+            EtherType::MAC_CONTROL | EtherType::XOFF_SIGNAL
+        ) {
+            // Link-local: never forwarded. Flow-control schemes consume these.
+            return self.drop_at(ip, mem, frame, DropReason::MacControl);
+        }
+        let prio = self.classify(ip, &meta);
+        let mut pkt = Pkt::new(frame, len, in_port, now);
+        pkt.prio = prio;
+        pkt.ect = meta.ecn_capable();
+        if matches!(meta.l3, L3::Ip { .. }) {
+            pkt.l3_type = meta.ethertype;
+            pkt.l3_off = meta.l3_off as u8;
+        }
+        let fwd = self.shared.fib.forward(in_port, &meta);
+        match fwd {
+            Forward::Drop(r) => self.drop_at(ip, mem, frame, r),
+            Forward::Bridge(p) => self.dispatch(mem, p, pkt, now, handoff),
+            Forward::Route(nh) => {
+                let out_mac = self.shared.spec.ports[usize::from(nh.port)].mac;
+                mem.with_mut(frame, |d| {
+                    let data = &mut d[..len as usize];
+                    let mut eth = EthernetFrame::new_unchecked(&mut *data);
+                    eth.set_dst_addr(nh.mac);
+                    eth.set_src_addr(out_mac);
+                    parse::decrement_ttl(data, &meta);
+                });
+                self.dispatch(mem, nh.port, pkt, now, handoff)
+            }
+            Forward::Flood => {
+                let targets: Vec<u16> = (0..self.shared.ports())
+                    .filter(|&p| p != ip && self.shared.spec.ports[p].flood && self.shared.is_up(p))
+                    .map(|p| p as u16)
+                    .collect();
+                let Some((&last, rest)) = targets.split_last() else {
+                    return self.drop_at(ip, mem, frame, DropReason::NoRoute);
+                };
+                for &p in rest {
+                    let Some(copy) = mem.alloc() else {
+                        self.shared.counters[ip].drop(DropReason::NoFrame);
+                        continue;
+                    };
+                    mem.copy_frame(frame, copy, len as usize);
+                    self.dispatch(mem, p, Pkt { frame: copy, ..pkt }, now, handoff);
+                }
+                self.dispatch(mem, last, pkt, now, handoff)
+            }
+        }
+    }
+
+    fn dispatch<M: FrameMem>(
+        &mut self,
+        mem: &mut M,
+        port: u16,
+        mut pkt: Pkt,
+        now: u64,
+        handoff: &mut Vec<Handoff>,
+    ) {
+        let p = usize::from(port);
+        pkt.queue = self.shared.spec.ports[p].prio_map[usize::from(pkt.prio & 7)] as u8;
+        if self.owns(p) {
+            self.enqueue(mem, port, pkt, now);
+        } else {
+            handoff.push(Handoff { port, pkt });
+        }
+    }
+
+    /// Admits `pkt` to a data queue of `port` (owned by this pipe) or drops it.
+    pub fn enqueue<M: FrameMem>(&mut self, mem: &mut M, port: u16, mut pkt: Pkt, now: u64) {
+        let p = usize::from(port);
+        let Some(eg) = self.egress[p].as_mut() else {
+            return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
+        };
+        if !self.shared.is_up(p) {
+            return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
+        }
+        let q = usize::from(pkt.queue);
+        let qc = &self.shared.counters[p].queues[q];
+        let req = BufReq {
+            in_port: usize::from(pkt.in_port),
+            prio: usize::from(pkt.prio),
+            out_port: p,
+            queue: q,
+            bytes: pkt.len,
+            ecn_capable: pkt.ect,
+            queue_bytes: eg.qs.data[q].bytes(),
+        };
+        match self.buffer.admit(&req, now) {
+            Err(r) => {
+                qc.drops.add(1);
+                self.shared.counters[p].drop(r);
+                mem.free(pkt.frame);
+            }
+            Ok((tag, mark)) => {
+                pkt.tag = tag;
+                if mark && pkt.l3_type != 0 {
+                    let meta_off = usize::from(pkt.l3_off);
+                    let (l3_type, n) = (pkt.l3_type, pkt.len as usize);
+                    mem.with_mut(pkt.frame, |d| mark_ce(&mut d[..n], l3_type, meta_off));
+                    qc.ecn_marked.add(1);
+                }
+                eg.qs.push(q, pkt);
+                qc.enq_pkts.add(1);
+                qc.enq_bytes.add(u64::from(pkt.len));
+                let depth = eg.qs.data[q].bytes();
+                qc.depth_bytes.set(depth);
+                qc.depth_pkts.set(eg.qs.data[q].len() as u64);
+                qc.watermark_bytes.max(depth);
+            }
+        }
+        self.buffer.poll_events(&mut self.fc_events);
+    }
+
+    /// Queues a control frame (PFC, Xoff signal) on `port`'s strict-priority control queue.
+    pub fn send_control(&mut self, port: u16, frame: FrameId, len: u32, now: u64) -> bool {
+        match self
+            .egress
+            .get_mut(usize::from(port))
+            .and_then(Option::as_mut)
+        {
+            Some(eg) => {
+                eg.qs.ctrl.push(Pkt::new(frame, len, port, now));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs the egress of `port` up to `now`: starts frames on the wire as the shaper allows
+    /// and appends frames whose wire time has elapsed to `tx` (frame, length).
+    pub fn service<M: FrameMem>(
+        &mut self,
+        mem: &mut M,
+        port: u16,
+        now: u64,
+        tx: &mut Vec<(FrameId, u32)>,
+    ) {
+        let p = usize::from(port);
+        let Some(eg) = self.egress[p].as_mut() else {
+            return;
+        };
+        let pause = &self.shared.pause[p];
+        while eg.link.can_start(now) {
+            let Some((pkt, q)) = eg.qs.dequeue(pause, now) else {
+                break;
+            };
+            eg.link.start(pkt, now);
+            if let Some(q) = q {
+                let qc = &self.shared.counters[p].queues[q];
+                qc.deq_pkts.add(1);
+                qc.deq_bytes.add(u64::from(pkt.len));
+                qc.depth_bytes.set(eg.qs.data[q].bytes());
+                qc.depth_pkts.set(eg.qs.data[q].len() as u64);
+                let req = BufReq {
+                    in_port: usize::from(pkt.in_port),
+                    prio: usize::from(pkt.prio),
+                    out_port: p,
+                    queue: q,
+                    bytes: pkt.len,
+                    ecn_capable: pkt.ect,
+                    queue_bytes: 0,
+                };
+                self.buffer.release(&req, pkt.tag, now);
+            }
+        }
+        while let Some(f) = eg.link.pop_due(now) {
+            tx.push((f.pkt.frame, f.pkt.len));
+        }
+        self.buffer.poll_events(&mut self.fc_events);
+        let _ = mem;
+    }
+
+    /// The next time `port` needs `service` (None: idle until something arrives).
+    pub fn next_wakeup(&self, port: u16, now: u64) -> Option<u64> {
+        let p = usize::from(port);
+        let eg = self.egress[p].as_ref()?;
+        let pause = &self.shared.pause[p];
+        let mut t = eg.link.next_release();
+        let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
+        if eg.qs.has_eligible(pause, now) {
+            upd(eg.link.free_at().max(now));
+        } else if eg.qs.nonempty() != 0 {
+            if let Some(e) = pause.next_expiry(now) {
+                upd(e.max(eg.link.free_at()));
+            }
+        }
+        t
+    }
+
+    /// Flow-control events the buffer raised (for the flow-control scheme to signal).
+    pub fn take_fc_events(&mut self, out: &mut Vec<mmu::FcEvent>) {
+        out.append(&mut self.fc_events);
+    }
+
+    /// Bytes queued in the data queues of `port`.
+    pub fn queue_bytes(&self, port: usize, queue: usize) -> u64 {
+        self.egress[port]
+            .as_ref()
+            .map_or(0, |e| e.qs.data[queue].bytes())
+    }
+
+    /// Takes a port out of service: frees everything it holds and drops further traffic to it.
+    pub fn port_down<M: FrameMem>(&mut self, mem: &mut M, port: usize, now: u64) {
+        self.shared.up[port].store(false, Ordering::Relaxed);
+        self.shared.counters[port].down.set(1);
+        let Some(eg) = self.egress[port].as_mut() else {
+            return;
+        };
+        let mut flushed = Vec::new();
+        flushed.extend(eg.qs.ctrl.drain());
+        for (q, fifo) in eg.qs.data.iter_mut().enumerate() {
+            for pkt in fifo.drain() {
+                let req = BufReq {
+                    in_port: usize::from(pkt.in_port),
+                    prio: usize::from(pkt.prio),
+                    out_port: port,
+                    queue: q,
+                    bytes: pkt.len,
+                    ecn_capable: false,
+                    queue_bytes: 0,
+                };
+                self.buffer.release(&req, pkt.tag, now);
+                flushed.push(pkt);
+            }
+        }
+        flushed.extend(eg.link.drain().map(|f| f.pkt));
+        for pkt in flushed {
+            self.shared.counters[port].drop(DropReason::PortDown);
+            mem.free(pkt.frame);
+        }
+    }
+}
+
+fn mark_ce(frame: &mut [u8], l3_type: u16, l3_off: usize) {
+    let meta = PacketMeta {
+        dst: Default::default(),
+        src: Default::default(),
+        pcp: None,
+        ethertype: l3_type,
+        l3_off: l3_off as u16,
+        l3: L3::None,
+    };
+    parse::mark_ce(frame, &meta);
+}
