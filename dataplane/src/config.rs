@@ -349,6 +349,49 @@ impl Topology {
         })
     }
 
+    /// For each host reachable from switch `sw`, (host MAC, name of the port leading to it),
+    /// by breadth-first search over the links.
+    pub fn host_ports(&self, sw: &str) -> Vec<(MacAddr, String)> {
+        let links = self.endpoints();
+        let mut out = Vec::new();
+        for h in &self.hosts {
+            // BFS from the host; `via` = the port by which each switch was first reached.
+            let mut seen: HashMap<String, String> = HashMap::new();
+            let mut frontier = vec![Endpoint::Host(h.name.clone())];
+            while let Some(e) = frontier.pop() {
+                let mut next = Vec::new();
+                for (a, b) in &links {
+                    let other = if a == &e {
+                        b
+                    } else if b == &e {
+                        a
+                    } else {
+                        continue;
+                    };
+                    if let Endpoint::Port(s2, p2) = other {
+                        if seen.contains_key(s2) {
+                            continue;
+                        }
+                        seen.insert(s2.clone(), p2.clone());
+                        if let Some(sc) = self.switches.iter().find(|x| &x.name == s2) {
+                            for p in &sc.ports {
+                                if &p.name != p2 {
+                                    next.push(Endpoint::Port(s2.clone(), p.name.clone()));
+                                }
+                            }
+                        }
+                    }
+                }
+                // Breadth-first: process the oldest frontier entries first.
+                frontier.splice(0..0, next.into_iter().rev());
+            }
+            if let Some(p) = seen.get(sw) {
+                out.push((self.host_mac(h), p.clone()));
+            }
+        }
+        out
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let mut names = HashMap::new();
         for (i, s) in self.switches.iter().enumerate() {
@@ -528,7 +571,13 @@ impl Topology {
             }
             routes.push(RouteSpec { addr, len, via });
         }
-        let mut macs = Vec::new();
+        // Every host's MAC, toward the port on the shortest path to it: static entries, so a
+        // testbed forwards from the first frame without flooding (configured entries win).
+        let mut macs: Vec<(MacAddr, usize)> = self
+            .host_ports(&s.name)
+            .into_iter()
+            .filter_map(|(h, p)| index.get(&p).map(|&pi| (h, pi)))
+            .collect();
         for (mi, m) in s.macs.iter().enumerate() {
             let pi = *index.get(&m.port).ok_or_else(|| {
                 self.err(

@@ -432,3 +432,160 @@ fn mark_ce(frame: &mut [u8], l3_type: u16, l3_off: usize) {
     };
     parse::mark_ce(frame, &meta);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Topology;
+    use crate::frame::HeapMem;
+    use crate::wire::{EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+
+    const TOPO: &str = r#"
+[[switch]]
+name = "s1"
+defaults = { rate = "100Gbit", delay = "1us", queues = 2 }
+port = [{ name = "p1" }, { name = "p2" }, { name = "p3" }]
+route = [{ prefix = "10.0.9.0/24", via = ["p3"] }]
+[[host]]
+name = "h1"
+ip = "10.0.0.1/24"
+[[host]]
+name = "h2"
+ip = "10.0.0.2/24"
+[[host]]
+name = "h3"
+ip = "10.0.9.1/24"
+[[link]]
+a = "h1"
+b = "s1:p1"
+[[link]]
+a = "h2"
+b = "s1:p2"
+[[link]]
+a = "h3"
+b = "s1:p3"
+"#;
+
+    fn setup() -> (Topology, Switch, HeapMem) {
+        let t = Topology::parse(TOPO, Path::new("t.toml")).unwrap();
+        let sw = Switch::single(t.switch_spec("s1").unwrap(), 0).unwrap();
+        (t, sw, HeapMem::new(64, 1792))
+    }
+
+    fn frame(
+        mem: &mut HeapMem,
+        src: MacAddr,
+        dst: MacAddr,
+        dip: [u8; 4],
+        len: usize,
+    ) -> (FrameId, u32) {
+        let mut f = vec![0u8; len];
+        EthernetRepr {
+            src,
+            dst,
+            ethertype: EtherType::IPV4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        Ipv4Repr {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::from(dip),
+            protocol: 17,
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+            payload_len: len - 34,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]));
+        (mem.alloc_with(&f).unwrap(), len as u32)
+    }
+
+    /// Services `port` at every wakeup from time 0 up to `t`, as the fabric's event loop does.
+    fn run_until(sw: &mut Switch, mem: &mut HeapMem, port: u16, t: u64) -> Vec<(FrameId, u32)> {
+        let mut tx = Vec::new();
+        let mut now = 0;
+        loop {
+            sw.service(mem, port, now, &mut tx);
+            match sw.next_wakeup(port, now) {
+                Some(w) if w <= t && w > now => now = w,
+                _ => return tx,
+            }
+        }
+    }
+
+    #[test]
+    fn bridges_known_host_and_times_the_wire() {
+        let (t, mut sw, mut mem) = setup();
+        let (h1, h2) = (t.host_mac(&t.hosts[0]), t.host_mac(&t.hosts[1]));
+        let (f, len) = frame(&mut mem, h1, h2, [10, 0, 0, 2], 1500);
+        let mut ho = Vec::new();
+        sw.receive(&mut mem, 0, f, len, 0, &mut ho);
+        assert!(ho.is_empty());
+        // 1520 B at 100 Gbit/s = 121.6 ns, plus 1 µs propagation.
+        let due = 121_600 + 1_000_000;
+        assert_eq!(sw.next_wakeup(1, 0), Some(0));
+        let mut tx = Vec::new();
+        sw.service(&mut mem, 1, 0, &mut tx);
+        assert!(tx.is_empty());
+        assert_eq!(sw.next_wakeup(1, 0), Some(due));
+        sw.service(&mut mem, 1, due - 1, &mut tx);
+        assert!(tx.is_empty());
+        sw.service(&mut mem, 1, due, &mut tx);
+        assert_eq!(tx, vec![(f, len)]);
+        assert_eq!(sw.shared.counters[1].queues[0].watermark_bytes.get(), 1500);
+    }
+
+    #[test]
+    fn routes_with_rewrite_and_drops_malformed() {
+        let (t, mut sw, mut mem) = setup();
+        let h1 = t.host_mac(&t.hosts[0]);
+        let router = sw.shared.spec.ports[0].mac;
+        let (f, len) = frame(&mut mem, h1, router, [10, 0, 9, 1], 100);
+        let mut ho = Vec::new();
+        sw.receive(&mut mem, 0, f, len, 0, &mut ho);
+        let tx = run_until(&mut sw, &mut mem, 2, 10_000_000);
+        assert_eq!(tx.len(), 1);
+        let d = &mem.data(tx[0].0)[..100];
+        let eth = EthernetFrame::new_checked(d).unwrap();
+        assert_eq!(eth.dst_addr(), t.host_mac(&t.hosts[2]));
+        assert_eq!(eth.src_addr(), sw.shared.spec.ports[2].mac);
+        let ip = Ipv4Packet::new_checked(&d[14..]).unwrap();
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
+        // A truncated IPv4 header is counted and dropped; the frame is recycled.
+        let free = mem.available();
+        let (g, _) = frame(&mut mem, h1, router, [10, 0, 9, 1], 100);
+        sw.receive(&mut mem, 0, g, 20, 0, &mut ho);
+        assert_eq!(
+            sw.shared.counters[0].drops[DropReason::TruncatedIpv4.index()].get(),
+            1
+        );
+        assert_eq!(mem.available(), free);
+    }
+
+    #[test]
+    fn floods_broadcast_to_all_other_ports() {
+        let (t, mut sw, mut mem) = setup();
+        let (f, len) = frame(
+            &mut mem,
+            t.host_mac(&t.hosts[0]),
+            MacAddr::BROADCAST,
+            [10, 0, 0, 255],
+            64,
+        );
+        let mut ho = Vec::new();
+        sw.receive(&mut mem, 0, f, len, 0, &mut ho);
+        for p in [1u16, 2] {
+            let tx = run_until(&mut sw, &mut mem, p, 10_000_000);
+            assert_eq!(tx.len(), 1, "port {p}");
+            assert_eq!(
+                EthernetFrame::new_checked(&mem.data(tx[0].0)[..64])
+                    .unwrap()
+                    .dst_addr(),
+                MacAddr::BROADCAST
+            );
+        }
+        assert!(run_until(&mut sw, &mut mem, 0, 10_000_000).is_empty());
+    }
+}
