@@ -32,6 +32,12 @@ pub struct Topology {
     pub hosts: Vec<HostConfig>,
     #[serde(default, rename = "link")]
     pub links: Vec<LinkConfig>,
+    /// Traffic for the virtual-time fabric (`xoff sim`); testbeds ignore it.
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<crate::fabric::FlowConfig>,
+    /// How the virtual-time fabric runs this file (`xoff sim`); testbeds ignore it.
+    #[serde(default)]
+    pub sim: Option<crate::fabric::SimConfig>,
     /// Where the file was read from (for error messages).
     #[serde(skip)]
     pub path: PathBuf,

@@ -135,7 +135,7 @@ impl RouteTable {
             }
             None => {
                 self.by_len.push((len, HashMap::from([(key, gi)])));
-                self.by_len.sort_by(|a, b| b.0.cmp(&a.0));
+                self.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
             }
         }
     }

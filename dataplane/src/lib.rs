@@ -5,6 +5,8 @@
 pub mod buffer;
 pub mod clock;
 pub mod config;
+pub mod ctl;
+pub mod fabric;
 pub mod fib;
 pub mod frame;
 pub mod link;

@@ -9,16 +9,19 @@ use crate::clock::{Clock, MonoClock};
 use crate::config::SwitchSpec;
 use crate::frame::FrameId;
 use crate::port::bpf::XdpMode;
+use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
 use crate::port::PortIo;
 use crate::stats::{Counter, DropReason};
 use crate::switch::{Handoff, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
 use crossbeam_queue::ArrayQueue;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How much earlier than the shaper's next deadline an adaptive worker asks to wake.
+const WAKE_EARLY_PS: u64 = 30_000_000;
 
 /// How workers wait when there is nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,13 +96,18 @@ pub struct Running {
     pub headroom: Option<Vec<mmu::HeadroomRow>>,
     pub started: Instant,
     pub modes: Vec<(String, XdpMode)>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Running {
     /// Waits for every worker to finish (after the stop flag is set).
-    pub fn join(self) {
-        for t in self.threads {
+    pub fn join(&self) {
+        let threads = self
+            .threads
+            .lock()
+            .map(|mut g| std::mem::take(&mut *g))
+            .unwrap_or_default();
+        for t in threads {
             let _ = t.join();
         }
     }
@@ -123,50 +131,22 @@ impl Running {
 struct Mailbox {
     ring: ArrayQueue<Handoff>,
     sleeping: AtomicBool,
-    wake: OwnedFd,
+    wake: EventFd,
 }
 
 impl Mailbox {
     fn new() -> std::io::Result<Self> {
-        // SAFETY: eventfd has no pointer arguments; a non-negative result is a new descriptor
-        // that we own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Mailbox {
             ring: ArrayQueue::new(8192),
             sleeping: AtomicBool::new(false),
-            wake,
+            wake: EventFd::new()?,
         })
     }
 
     fn kick(&self) {
         if self.sleeping.load(Ordering::Acquire) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-            unsafe {
-                libc::write(
-                    self.wake.as_raw_fd(),
-                    &one as *const u64 as *const libc::c_void,
-                    8,
-                )
-            };
+            self.wake.signal();
         }
-    }
-
-    fn clear(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
-        unsafe {
-            libc::read(
-                self.wake.as_raw_fd(),
-                &mut v as *mut u64 as *mut libc::c_void,
-                8,
-            )
-        };
     }
 }
 
@@ -258,7 +238,7 @@ pub fn start(
         headroom,
         started: Instant::now(),
         modes,
-        threads,
+        threads: Mutex::new(threads),
     })
 }
 
@@ -404,36 +384,14 @@ impl Worker {
             mb.sleeping.store(false, Ordering::Release);
             return;
         }
-        let mut fds: Vec<libc::pollfd> = self
-            .ports
-            .iter()
-            .filter_map(|(_, p)| p.poll_fd())
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        fds.push(libc::pollfd {
-            fd: mb.wake.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        let dt = wake_at - now;
-        let ts = libc::timespec {
-            tv_sec: (dt / 1_000_000_000_000) as libc::time_t,
-            tv_nsec: ((dt % 1_000_000_000_000) / 1000) as libc::c_long,
-        };
-        // SAFETY: `fds` and `ts` are live for the call and the count matches `fds`.
-        unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            )
-        };
+        let mut fds: Vec<i32> = self.ports.iter().filter_map(|(_, p)| p.poll_fd()).collect();
+        fds.push(mb.wake.fd());
+        // Wake a little early: ppoll overshoots by tens of microseconds.
+        wait_readable(
+            &fds,
+            (wake_at - now).saturating_sub(WAKE_EARLY_PS).max(1_000_000),
+        );
         mb.sleeping.store(false, Ordering::Release);
-        mb.clear();
+        mb.wake.clear();
     }
 }

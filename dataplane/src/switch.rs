@@ -98,8 +98,11 @@ pub struct Switch {
     fc_events: Vec<mmu::FcEvent>,
 }
 
-/// Default shaper catch-up window for real-time pipes: one poll round may be this late.
-pub const REALTIME_MAX_LAG_PS: u64 = 50_000_000; // 50 µs
+/// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
+/// shared with the hosts' stacks) or woke late may start frames up to this far in the past, so
+/// the emulated rate holds over any window longer than this; the cost is a burst of at most
+/// this much line time after a stall.
+pub const REALTIME_MAX_LAG_PS: u64 = 1_000_000_000; // 1 ms
 
 impl Switch {
     /// A pipe owning the ports `p` with `owner[p] == me`. `pipes` divides the MMU's buffer.

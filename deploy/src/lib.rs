@@ -1,1 +1,4 @@
-//! Deployment: netns testbed builder, topology files, install script.
+//! Deployment of Xoff: the netns testbed builder behind `xoff testbed`, plus (in this folder)
+//! topology files, the install script and the Mininet switch class.
+
+pub mod testbed;

@@ -1,1 +1,185 @@
-fn main() {}
+//! `xoff`: the command-line edge of Xoff. Logic lives in the library crates; this file parses
+//! arguments, reports errors and wires things together.
+
+mod run;
+mod sim;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use dataplane::ctl::{self, Request, Response};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "xoff",
+    version,
+    about = "A poll-mode userspace switch with a datacenter ASIC's buffer and flow control"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one switch of a topology file on its interfaces (AF_XDP).
+    Run(run::RunArgs),
+    /// Talk to a running switch.
+    Ctl(CtlArgs),
+    /// Run a topology + traffic file in deterministic virtual time.
+    Sim(sim::SimArgs),
+    /// Build, use and remove a netns testbed from a topology file.
+    Testbed {
+        #[command(subcommand)]
+        cmd: TestbedCmd,
+    },
+}
+
+#[derive(clap::Args)]
+struct CtlArgs {
+    /// Switch name.
+    #[arg(long)]
+    switch: String,
+    /// Control socket (default /run/xoff/NAME.sock; `--testbed` finds a testbed's).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Name of the testbed the switch belongs to.
+    #[arg(long)]
+    testbed: Option<String>,
+    #[command(subcommand)]
+    cmd: CtlCmd,
+}
+
+#[derive(Subcommand)]
+enum CtlCmd {
+    /// Per-port and per-queue counters.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause an egress queue through the AFC channel.
+    Pause {
+        #[arg(long)]
+        port: usize,
+        #[arg(long)]
+        queue: usize,
+    },
+    /// Resume an egress queue.
+    Resume {
+        #[arg(long)]
+        port: usize,
+        #[arg(long)]
+        queue: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum TestbedCmd {
+    /// Create namespaces, links, addresses and start the switches.
+    Up {
+        file: PathBuf,
+        /// Testbed name (prefix of namespaces); defaults to the file's `name`.
+        #[arg(long)]
+        name: Option<String>,
+        /// Extra arguments for every `xoff run` (e.g. "--workers 2").
+        #[arg(long, allow_hyphen_values = true)]
+        run_args: Option<String>,
+    },
+    /// Stop the switches and remove everything `up` created.
+    Down {
+        file: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Run a command inside a host's namespace.
+    Exec {
+        file: PathBuf,
+        host: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Run(a) => run::run(a),
+        Cmd::Ctl(a) => ctl_cmd(a),
+        Cmd::Sim(a) => sim::run(a).map(|()| 0),
+        Cmd::Testbed { cmd } => testbed_cmd(cmd),
+    };
+    match res {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("xoff: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn ctl_cmd(a: CtlArgs) -> Result<i32> {
+    let path = match (&a.socket, &a.testbed) {
+        (Some(p), _) => p.clone(),
+        (None, Some(tb)) => deploy::testbed::socket_path(tb, &a.switch),
+        (None, None) => ctl::default_socket(&a.switch),
+    };
+    let req = match a.cmd {
+        CtlCmd::Stats { .. } => Request::Stats,
+        CtlCmd::Pause { port, queue } => Request::Pause { port, queue },
+        CtlCmd::Resume { port, queue } => Request::Resume { port, queue },
+    };
+    let resp = ctl::request(&path, &req)
+        .with_context(|| format!("switch `{}` at {}", a.switch, path.display()))?;
+    match (resp, a.cmd) {
+        (Response::Stats(s), CtlCmd::Stats { json: true }) => {
+            println!("{}", serde_json::to_string_pretty(&s)?)
+        }
+        (Response::Stats(s), _) => print!("{}", s.table()),
+        (Response::Ok, _) => println!("ok"),
+        (Response::Error(e), _) => bail!("switch `{}`: {e}", a.switch),
+    }
+    Ok(0)
+}
+
+fn testbed_cmd(c: TestbedCmd) -> Result<i32> {
+    use deploy::testbed::Testbed;
+    match c {
+        TestbedCmd::Up {
+            file,
+            name,
+            run_args,
+        } => {
+            let tb = Testbed::load(&file, name.as_deref())?;
+            let extra: Vec<String> = run_args
+                .map(|s| s.split_whitespace().map(String::from).collect())
+                .unwrap_or_default();
+            tb.up(&extra)?;
+            println!("testbed `{}` is up; logs in {}", tb.name, tb.dir.display());
+            Ok(0)
+        }
+        TestbedCmd::Down { file, name } => {
+            let tb = Testbed::load(&file, name.as_deref())?;
+            tb.down()?;
+            println!("testbed `{}` is down", tb.name);
+            Ok(0)
+        }
+        TestbedCmd::Exec {
+            file,
+            host,
+            name,
+            cmd,
+        } => {
+            let tb = Testbed::load(&file, name.as_deref())?;
+            Ok(tb.exec(&host, &cmd)?)
+        }
+    }
+}

@@ -7,6 +7,7 @@
 //! outside this module.
 
 pub mod bpf;
+pub mod sys;
 pub mod xsk;
 
 use crate::frame::FrameId;

@@ -169,11 +169,10 @@ pub struct XskPort {
 // under the frame-ownership protocol described on `UmemMem`.
 unsafe impl Send for XskPort {}
 
-fn bind_retry(
-    cfg: SocketConfig,
-    umem: &Umem,
-    iface: &str,
-) -> Result<(TxQueue, RxQueue, Option<(FillQueue, CompQueue)>), XskError> {
+/// A bound socket's TX and RX rings, and its fill/completion rings for a new interface.
+type Bound = (TxQueue, RxQueue, Option<(FillQueue, CompQueue)>);
+
+fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str) -> Result<Bound, XskError> {
     let name: Interface = iface
         .parse()
         .map_err(|_| XskError::NoInterface(iface.to_string()))?;

@@ -1,0 +1,131 @@
+//! The traffic and simulation sections of a topology file, read by the virtual-time fabric
+//! (`xoff sim`) and ignored by testbeds:
+//!
+//! ```toml
+//! [sim]
+//! duration = "100us"        # traffic window; the network then drains
+//! seed = 7                  # flow start jitter, source ports (ECMP), on/off periods
+//! probe_interval = "1us"
+//! probe = [{ switch = "s1", port = "p3", queue = 0, counter = "depth_bytes" }]
+//! nic = { h1 = { rate = "25Gbit" } }   # host NICs default to the attached port's rate/delay
+//!
+//! [[flow]]
+//! name = "f1"
+//! src = "h1"
+//! dst = "h3"
+//! rate = "100Gbit"          # default: the sending NIC's line rate
+//! size = "1MB"              # or `stop`, or the sim duration
+//! start = "0us"
+//! jitter = "1us"            # seeded uniform extra start delay
+//! prio = 3                  # DSCP = prio << 3 (or 802.1Q PCP with `vlan = true`)
+//! pkt = 1500                # frame bytes without FCS
+//! pattern = "onoff"         # or "constant"
+//! on = "10us"
+//! off = "10us"
+//! ```
+
+use crate::units::{Rate, Size, Time};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// `[sim]`: how to run the fabric.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Traffic window: sources stop at this time, then the fabric runs until the network has
+    /// drained. Required when a flow has neither `size` nor `stop`.
+    pub duration: Option<Time>,
+    /// Seed of every random choice of the host models (default 1; `--seed` overrides).
+    pub seed: Option<u64>,
+    /// Sampling interval of the probes.
+    pub probe_interval: Option<Time>,
+    #[serde(default)]
+    pub probe: Vec<ProbeConfig>,
+    /// Per-host NIC overrides.
+    #[serde(default)]
+    pub nic: BTreeMap<String, NicConfig>,
+    /// Frames a host NIC queues before its sources are held back (default 1024).
+    pub nic_queue: Option<usize>,
+    /// Cap on frames alive at once in the fabric (default 4 Mi frames = 8 GiB of arena).
+    pub max_frames: Option<usize>,
+    /// Per-flow cap on recorded one-way delay samples (default 1 Mi); min/mean/max stay exact.
+    pub delay_samples: Option<usize>,
+    /// Hard stop of virtual time even if the network has not drained (default 1 s).
+    pub max_time: Option<Time>,
+}
+
+/// A host NIC: line rate and propagation delay toward its switch.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicConfig {
+    pub rate: Option<Rate>,
+    pub delay: Option<Time>,
+}
+
+/// One probe column: a switch counter (port or queue), or a flow counter.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// Column name (default derived from the target).
+    pub name: Option<String>,
+    pub switch: Option<String>,
+    pub port: Option<String>,
+    pub queue: Option<usize>,
+    pub flow: Option<String>,
+    /// Port counters: rx_pkts, rx_bytes, tx_pkts, tx_bytes, drops; queue counters: depth_bytes,
+    /// depth_pkts, enq_pkts, enq_bytes, deq_pkts, deq_bytes, watermark_bytes, drops,
+    /// ecn_marked; flow counters: tx_pkts, tx_bytes, rx_pkts, rx_bytes.
+    pub counter: String,
+}
+
+/// How a source spaces its packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    /// Constant rate from start to stop.
+    #[default]
+    Constant,
+    /// Alternates `on` periods at `rate` with silent `off` periods.
+    Onoff,
+}
+
+/// `[[flow]]`: one UDP-like flow from a source host to a sink host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub name: Option<String>,
+    pub src: String,
+    pub dst: String,
+    /// Start time (before jitter).
+    #[serde(default)]
+    pub start: Time,
+    /// Uniform random extra start delay in `[0, jitter]`, drawn from the sim seed.
+    #[serde(default)]
+    pub jitter: Time,
+    /// No packet is sent at or after this time.
+    pub stop: Option<Time>,
+    /// Bytes to send (frame bytes); the flow completes when all of them arrived.
+    pub size: Option<Size>,
+    /// Sending rate in wire bits (frame + 20 B preamble/IFG); default the NIC line rate.
+    pub rate: Option<Rate>,
+    /// Priority 0..=7: DSCP = prio << 3, or the PCP of an 802.1Q tag with `vlan = true`.
+    #[serde(default)]
+    pub prio: u8,
+    #[serde(default)]
+    pub vlan: bool,
+    /// Send ECT(0) (ECN-capable transport).
+    #[serde(default)]
+    pub ecn: bool,
+    /// Frame length in bytes without FCS (default 1500).
+    pub pkt: Option<u32>,
+    #[serde(default)]
+    pub pattern: Pattern,
+    pub on: Option<Time>,
+    pub off: Option<Time>,
+    /// Draw on/off periods from exponential distributions with means `on`/`off`.
+    #[serde(default)]
+    pub random_periods: bool,
+    /// UDP source port (default: drawn from the seed, so the seed moves ECMP paths).
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
+}

@@ -1,0 +1,502 @@
+//! Host models: what sits at the host end of a fabric link.
+//!
+//! A host is a [`HostModel`] behind a NIC. The fabric owns the NIC (a FIFO feeding a
+//! [`crate::link::Link`] that emulates the host's own line rate and propagation delay toward its
+//! switch) and calls the model at start, when a timer the model set fires, and when a frame
+//! arrives. Through [`HostCtx`] a model reads the time, allocates frames in the fabric's
+//! arena, sends, sets timers, draws random numbers and records flow statistics. The built-in
+//! [`UdpHost`] runs constant-rate and on/off sources and a sink; a later workload emulator
+//! (TCP-like senders, receivers) implements the same trait.
+//!
+//! Data packets are real Ethernet/IPv4/UDP frames. The UDP payload starts with the 24-byte
+//! [`DataHeader`]: magic "XOFF", flow id (u32), sequence number (u64) and send time in ps
+//! (u64), all big-endian. Priority is DSCP `prio << 3`, or an 802.1Q PCP.
+
+use super::flow::FlowLog;
+use super::mem::FabricMem;
+use super::rng::Rng;
+use crate::frame::{FrameId, FrameMem, Pkt};
+use crate::link::Link;
+use crate::units::ser_ps;
+use crate::wire::{
+    EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr, VlanRepr, VlanTag,
+};
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+/// What a host model knows about the host it runs on.
+#[derive(Debug, Clone)]
+pub struct HostInfo {
+    pub name: String,
+    pub index: usize,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    /// MAC of the switch port the host is linked to (its gateway's MAC), if linked.
+    pub gateway_mac: Option<MacAddr>,
+    pub nic_rate_bps: u64,
+    pub nic_delay_ps: u64,
+}
+
+/// A host NIC: a FIFO in front of an emulated link toward the switch.
+#[derive(Debug)]
+pub struct Nic {
+    pub link: Link,
+    pub queue: VecDeque<(FrameId, u32)>,
+    /// Frames the queue holds at most.
+    pub limit: usize,
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    /// Frames refused because the queue was full.
+    pub refused: u64,
+    /// Pending wakeup in the event heap (`u64::MAX`: none).
+    pub(crate) sched: u64,
+}
+
+impl Nic {
+    pub fn new(rate_bps: u64, delay_ps: u64, limit: usize) -> Self {
+        Nic {
+            link: Link::new(rate_bps, delay_ps, 0),
+            queue: VecDeque::new(),
+            limit,
+            tx_pkts: 0,
+            tx_bytes: 0,
+            rx_pkts: 0,
+            rx_bytes: 0,
+            refused: 0,
+            sched: u64::MAX,
+        }
+    }
+
+    /// Starts queued frames as the link allows and returns when it next needs service.
+    pub(crate) fn service(&mut self, now: u64, out: &mut Vec<(FrameId, u32)>) -> Option<u64> {
+        while self.link.can_start(now) {
+            let Some((f, len)) = self.queue.pop_front() else {
+                break;
+            };
+            self.link.start(Pkt::new(f, len, 0, now), now);
+            self.tx_pkts += 1;
+            self.tx_bytes += u64::from(len);
+        }
+        while let Some(f) = self.link.pop_due(now) {
+            out.push((f.pkt.frame, f.pkt.len));
+        }
+        let mut t = self.link.next_release();
+        if !self.queue.is_empty() {
+            let s = self.link.free_at().max(now);
+            t = Some(t.map_or(s, |x| x.min(s)));
+        }
+        t
+    }
+}
+
+/// The world as a host model sees it during one call.
+pub struct HostCtx<'a> {
+    /// Current virtual time, ps.
+    pub now: u64,
+    pub info: &'a HostInfo,
+    pub mem: &'a mut FabricMem,
+    pub flows: &'a mut FlowLog,
+    /// This host's random stream (seeded from the sim seed).
+    pub rng: &'a mut Rng,
+    /// End of the traffic window: sources send nothing at or after it.
+    pub traffic_end: Option<u64>,
+    pub(crate) nic: &'a mut Nic,
+    pub(crate) timers: &'a mut Vec<(u64, u64)>,
+}
+
+impl HostCtx<'_> {
+    /// Whether the NIC queue has room for another frame.
+    pub fn can_send(&self) -> bool {
+        self.nic.queue.len() < self.nic.limit
+    }
+
+    /// Frames waiting in the NIC queue.
+    pub fn nic_backlog(&self) -> usize {
+        self.nic.queue.len()
+    }
+
+    /// Queues `frame` on the NIC. If the queue is full the frame is freed and `false` returned.
+    pub fn send(&mut self, frame: FrameId, len: u32) -> bool {
+        if self.can_send() {
+            self.nic.queue.push_back((frame, len));
+            true
+        } else {
+            self.nic.refused += 1;
+            self.mem.free(frame);
+            false
+        }
+    }
+
+    /// Calls the model's `on_timer(token)` at time `at` (not before now).
+    pub fn set_timer(&mut self, at: u64, token: u64) {
+        self.timers.push((at.max(self.now), token));
+    }
+}
+
+/// A host's behaviour in the fabric.
+pub trait HostModel {
+    /// Called once at time 0.
+    fn start(&mut self, ctx: &mut HostCtx<'_>);
+    /// A timer set with [`HostCtx::set_timer`] fired.
+    fn on_timer(&mut self, ctx: &mut HostCtx<'_>, token: u64);
+    /// A frame arrived (its last bit, at `ctx.now`). The model owns it: free it or send it.
+    fn on_receive(&mut self, ctx: &mut HostCtx<'_>, frame: FrameId, len: u32);
+}
+
+/// Magic at the start of the data header ("XOFF").
+pub const DATA_MAGIC: u32 = 0x584f_4646;
+/// Bytes of the data header in the UDP payload.
+pub const DATA_HEADER_LEN: usize = 24;
+const UDP_HEADER_LEN: usize = 8;
+
+/// Flow id, sequence number and send time carried in every data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    pub flow: u32,
+    pub seq: u64,
+    pub sent_ps: u64,
+}
+
+/// Addresses and marking of a flow's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameTemplate {
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub prio: u8,
+    /// Carry the priority in an 802.1Q tag (PCP) rather than DSCP.
+    pub vlan: bool,
+    /// ECT(0).
+    pub ecn: bool,
+}
+
+impl FrameTemplate {
+    /// Offset of the data header in the frame.
+    pub fn payload_off(&self) -> usize {
+        14 + if self.vlan { 4 } else { 0 } + 20 + UDP_HEADER_LEN
+    }
+
+    /// The shortest frame that carries the data header.
+    pub fn min_len(&self) -> usize {
+        self.payload_off() + DATA_HEADER_LEN
+    }
+
+    /// Writes the Ethernet, (VLAN), IPv4 and UDP headers of a `len`-byte frame into `buf`;
+    /// returns the offset of the payload. `len` must be at least [`Self::min_len`].
+    pub fn emit_headers(&self, buf: &mut [u8], len: usize) -> usize {
+        let mut off = 14;
+        EthernetRepr {
+            src: self.src_mac,
+            dst: self.dst_mac,
+            ethertype: if self.vlan {
+                EtherType::VLAN
+            } else {
+                EtherType::IPV4
+            },
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        if self.vlan {
+            VlanRepr {
+                pcp: self.prio & 7,
+                dei: false,
+                vid: 0,
+                ethertype: EtherType::IPV4,
+            }
+            .emit(&mut VlanTag::new_unchecked(&mut buf[off..off + 4]));
+            off += 4;
+        }
+        let ip_payload = len - off - 20;
+        Ipv4Repr {
+            src: self.src_ip,
+            dst: self.dst_ip,
+            protocol: 17,
+            dscp: if self.vlan { 0 } else { (self.prio & 7) << 3 },
+            ecn: if self.ecn { 2 } else { 0 },
+            ttl: 64,
+            payload_len: ip_payload,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut buf[off..off + 20]));
+        off += 20;
+        let u = &mut buf[off..off + UDP_HEADER_LEN];
+        u[0..2].copy_from_slice(&self.sport.to_be_bytes());
+        u[2..4].copy_from_slice(&self.dport.to_be_bytes());
+        u[4..6].copy_from_slice(&(ip_payload as u16).to_be_bytes());
+        u[6..8].copy_from_slice(&[0, 0]); // no checksum (allowed for UDP over IPv4)
+        off + UDP_HEADER_LEN
+    }
+}
+
+impl DataHeader {
+    pub fn emit(&self, buf: &mut [u8]) {
+        buf[0..4].copy_from_slice(&DATA_MAGIC.to_be_bytes());
+        buf[4..8].copy_from_slice(&self.flow.to_be_bytes());
+        buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
+        buf[16..24].copy_from_slice(&self.sent_ps.to_be_bytes());
+    }
+
+    /// Reads the data header of a fabric data frame (Ethernet, optional 802.1Q tag, IPv4
+    /// without options or with, UDP); `None` for anything else.
+    pub fn parse(frame: &[u8]) -> Option<DataHeader> {
+        let mut off = 14;
+        let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+        if et == EtherType::VLAN {
+            et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+            off += 4;
+        }
+        if et != EtherType::IPV4 {
+            return None;
+        }
+        let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
+        if ip.protocol() != 17 {
+            return None;
+        }
+        let p = ip
+            .payload()
+            .get(UDP_HEADER_LEN..UDP_HEADER_LEN + DATA_HEADER_LEN)?;
+        if p[0..4] != DATA_MAGIC.to_be_bytes() {
+            return None;
+        }
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&p[i..i + 8]);
+            u64::from_be_bytes(b)
+        };
+        Some(DataHeader {
+            flow: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+            seq: u64_at(8),
+            sent_ps: u64_at(16),
+        })
+    }
+}
+
+/// The sink every built-in host runs: parses the data header, records the packet in the
+/// flow log and frees the frame.
+pub fn sink_receive(ctx: &mut HostCtx<'_>, frame: FrameId, len: u32) {
+    let data = ctx.mem.data(frame);
+    match DataHeader::parse(&data[..(len as usize).min(data.len())]) {
+        Some(h) => ctx.flows.record_rx(h.flow, h.seq, h.sent_ps, len, ctx.now),
+        None => ctx.flows.unknown_rx += 1,
+    }
+    ctx.mem.free(frame);
+}
+
+/// On/off behaviour of a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    Always,
+    /// Periods of `on` ps sending and `off` ps silent; exponential with these means if
+    /// `random`.
+    Periods {
+        on: u64,
+        off: u64,
+        random: bool,
+    },
+}
+
+/// A UDP-like source: one flow at a constant rate (optionally on/off), from `start` until
+/// `stop` or until `size` bytes are sent.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub flow: u32,
+    pub tmpl: FrameTemplate,
+    /// Frame length (the last frame of a sized flow may be shorter).
+    pub pkt: u32,
+    /// Sending rate in wire bits per second.
+    pub rate_bps: u64,
+    pub start: u64,
+    pub stop: Option<u64>,
+    /// Bytes still to send (`None`: unbounded).
+    pub remaining: Option<u64>,
+    pub onoff: OnOff,
+    /// Random stream for on/off periods.
+    pub rng: Rng,
+    seq: u64,
+    /// End of the current on period.
+    period_end: u64,
+    /// Headers of a full-size frame, prebuilt.
+    hdr: Vec<u8>,
+}
+
+impl Source {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        flow: u32,
+        tmpl: FrameTemplate,
+        pkt: u32,
+        rate_bps: u64,
+        start: u64,
+        stop: Option<u64>,
+        size: Option<u64>,
+        onoff: OnOff,
+        rng: Rng,
+    ) -> Self {
+        let pkt = pkt.max(tmpl.min_len() as u32);
+        let mut hdr = vec![0u8; tmpl.payload_off()];
+        let mut full = vec![0u8; pkt as usize];
+        tmpl.emit_headers(&mut full, pkt as usize);
+        hdr.copy_from_slice(&full[..tmpl.payload_off()]);
+        Source {
+            flow,
+            tmpl,
+            pkt,
+            rate_bps,
+            start,
+            stop,
+            remaining: size,
+            onoff,
+            rng,
+            seq: 0,
+            period_end: u64::MAX,
+            hdr,
+        }
+    }
+
+    /// Packets a sized flow sends.
+    pub fn total_pkts(&self) -> Option<u64> {
+        self.remaining.map(|s| s.div_ceil(u64::from(self.pkt)))
+    }
+
+    fn draw(&mut self, mean: u64, random: bool) -> u64 {
+        if random {
+            self.rng.exp(mean)
+        } else {
+            mean
+        }
+    }
+
+    /// Sends the packet due now (if any) and sets the timer for the next one.
+    pub fn fire(&mut self, ctx: &mut HostCtx<'_>, token: u64) {
+        let now = ctx.now;
+        let stop = match (self.stop, ctx.traffic_end) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(u64::MAX),
+        };
+        if now >= stop || self.remaining == Some(0) {
+            return;
+        }
+        if let OnOff::Periods { on, off, random } = self.onoff {
+            if self.period_end == u64::MAX {
+                self.period_end = now + self.draw(on, random);
+            } else if now >= self.period_end {
+                let next_on = self.period_end + self.draw(off, random);
+                self.period_end = next_on + self.draw(on, random);
+                if next_on < stop {
+                    ctx.set_timer(next_on, token);
+                }
+                return;
+            }
+        }
+        let len = match self.remaining {
+            Some(r) if r < u64::from(self.pkt) => (r as u32).max(self.tmpl.min_len() as u32),
+            _ => self.pkt,
+        };
+        let sent = if ctx.can_send() {
+            ctx.mem.alloc().map(|f| {
+                let h = DataHeader {
+                    flow: self.flow,
+                    seq: self.seq,
+                    sent_ps: now,
+                };
+                let (tmpl, hdr) = (&self.tmpl, &self.hdr);
+                ctx.mem.with_mut(f, |d| {
+                    let off = if len == self.pkt {
+                        d[..hdr.len()].copy_from_slice(hdr);
+                        hdr.len()
+                    } else {
+                        tmpl.emit_headers(d, len as usize)
+                    };
+                    h.emit(&mut d[off..off + DATA_HEADER_LEN]);
+                });
+                ctx.send(f, len)
+            })
+        } else {
+            None
+        };
+        if sent == Some(true) {
+            ctx.flows.record_tx(self.flow, len);
+            self.seq += 1;
+            if let Some(r) = self.remaining.as_mut() {
+                *r = r.saturating_sub(u64::from(len));
+            }
+        } else {
+            ctx.flows.record_blocked(self.flow);
+        }
+        let next = now + ser_ps(u64::from(len), self.rate_bps).max(1);
+        if self.remaining != Some(0) && next < stop {
+            ctx.set_timer(next, token);
+        }
+    }
+}
+
+/// The built-in host: any number of sources and a sink.
+#[derive(Debug, Clone, Default)]
+pub struct UdpHost {
+    pub sources: Vec<Source>,
+}
+
+impl HostModel for UdpHost {
+    fn start(&mut self, ctx: &mut HostCtx<'_>) {
+        for (i, s) in self.sources.iter().enumerate() {
+            ctx.set_timer(s.start, i as u64);
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut HostCtx<'_>, token: u64) {
+        if let Some(s) = self.sources.get_mut(token as usize) {
+            s.fire(ctx, token);
+        }
+    }
+
+    fn on_receive(&mut self, ctx: &mut HostCtx<'_>, frame: FrameId, len: u32) {
+        sink_receive(ctx, frame, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    #[test]
+    fn data_frames_parse_in_the_switch_and_the_sink() {
+        for vlan in [false, true] {
+            let t = FrameTemplate {
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                src_ip: Ipv4Addr::new(10, 0, 0, 1),
+                dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+                sport: 5000,
+                dport: 6000,
+                prio: 5,
+                vlan,
+                ecn: true,
+            };
+            let mut f = vec![0u8; 200];
+            let off = t.emit_headers(&mut f, 200);
+            let h = DataHeader {
+                flow: 7,
+                seq: 1 << 40,
+                sent_ps: 123_456_789,
+            };
+            h.emit(&mut f[off..]);
+            assert_eq!(DataHeader::parse(&f), Some(h));
+            let m = parse::parse(&f).unwrap();
+            let tuple = m.five_tuple().unwrap();
+            assert_eq!((tuple.sport, tuple.dport, tuple.proto), (5000, 6000, 17));
+            assert!(m.ecn_capable());
+            match (vlan, m.l3) {
+                (true, _) => assert_eq!(m.pcp, Some(5)),
+                (false, parse::L3::Ip { dscp, .. }) => assert_eq!(dscp >> 3, 5),
+                (false, parse::L3::None) => panic!("not IP"),
+            }
+            f[off] ^= 1;
+            assert_eq!(DataHeader::parse(&f), None);
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Safe wrappers for the few system calls the runtime needs besides the AF_XDP rings, kept
+//! here so that all of Xoff's `unsafe` lives in the port module.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// A non-blocking eventfd used to wake a sleeping worker.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: eventfd has no pointer arguments; a non-negative result is a new descriptor.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the descriptor readable.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.0.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Resets the counter.
+    pub fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe {
+            libc::read(
+                self.0.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ps` picoseconds pass.
+pub fn wait_readable(fds: &[RawFd], timeout_ps: u64) {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: (timeout_ps / 1_000_000_000_000) as libc::time_t,
+        tv_nsec: ((timeout_ps % 1_000_000_000_000) / 1000) as libc::c_long,
+    };
+    // SAFETY: `p` and `ts` are live for the call and the count matches `p`.
+    unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// Sends `sig` to `pid`; false if there is no such process.
+pub fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill() takes no pointers; a wrong pid only yields an error.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Whether process `pid` exists.
+pub fn alive(pid: i32) -> bool {
+    signal(pid, 0)
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite, including the root/netns tests. Installs system packages if missing.
+# Run as root (the tests create network namespaces, veth pairs and XDP programs).
+set -euo pipefail
+cd "$(dirname "$0")"
+deploy/install.sh
+cargo build --release --workspace
+cargo test --release --workspace

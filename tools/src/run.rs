@@ -1,0 +1,121 @@
+//! `xoff run`: one switch of a topology on AF_XDP ports, until SIGINT/SIGTERM.
+
+use anyhow::{bail, Result};
+use dataplane::ctl::{self, Request, Response};
+use dataplane::port::bpf::XdpMode;
+use dataplane::port::xsk::ifindex;
+use dataplane::runtime::{self, PollMode, RunOptions};
+use dataplane::{ConfigError, Topology};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Topology file.
+    #[arg(long)]
+    config: PathBuf,
+    /// Which switch of the file to run.
+    #[arg(long)]
+    switch: String,
+    /// Worker threads (ports are divided among them).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// busy: spin; adaptive: sleep when idle.
+    #[arg(long, default_value = "adaptive")]
+    poll: String,
+    /// Force an XDP mode (native or generic); default tries native, then generic.
+    #[arg(long)]
+    xdp_mode: Option<String>,
+    /// Control socket path (default /run/xoff/NAME.sock).
+    #[arg(long)]
+    ctl: Option<PathBuf>,
+    /// RX burst size.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let topo = Topology::load(&a.config)?;
+    let spec = topo.switch_spec(&a.switch)?;
+    let si = topo
+        .switches
+        .iter()
+        .position(|s| s.name == a.switch)
+        .unwrap_or(0);
+    for (pi, p) in spec.ports.iter().enumerate() {
+        if ifindex(&p.iface).is_none() {
+            return Err(ConfigError {
+                file: a.config.display().to_string(),
+                key: format!("switch[{si}].port[{pi}].iface"),
+                reason: format!("interface `{}` does not exist", p.iface),
+            }
+            .into());
+        }
+    }
+    let poll = match a.poll.as_str() {
+        "busy" => PollMode::Busy,
+        "adaptive" => PollMode::Adaptive,
+        o => bail!("--poll {o}: use busy or adaptive"),
+    };
+    let xdp_mode = match a.xdp_mode.as_deref() {
+        None => None,
+        Some("native") => Some(XdpMode::Native),
+        Some("generic") => Some(XdpMode::Generic),
+        Some(o) => bail!("--xdp-mode {o}: use native or generic"),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    let opts = RunOptions {
+        workers: a.workers,
+        poll,
+        batch: a.batch,
+        xdp_mode,
+        umem_frames: None,
+    };
+    let name = spec.name.clone();
+    let ports: Vec<(String, u64, u64)> = spec
+        .ports
+        .iter()
+        .map(|p| (p.iface.clone(), p.rate_bps, p.delay_ps))
+        .collect();
+    let running = Arc::new(runtime::start(spec, &opts, stop.clone())?);
+    for ((iface, rate, delay), (_, mode)) in ports.iter().zip(&running.modes) {
+        tracing::info!(switch = %name, %iface, rate_bps = rate, delay_ns = delay / 1000, ?mode, "port up");
+    }
+    if let Some(rows) = &running.headroom {
+        eprintln!("headroom table (switch {name}):");
+        for r in rows {
+            eprintln!("  {r:?}");
+        }
+    }
+    let sock = a.ctl.clone().unwrap_or_else(|| ctl::default_socket(&name));
+    let r2 = running.clone();
+    let shared = running.shared.clone();
+    ctl::serve(&sock, move |req| match req {
+        Request::Stats => Response::Stats(Box::new(r2.snapshot())),
+        Request::Pause { port, queue } | Request::Resume { port, queue }
+            if port >= shared.ports() || queue >= shared.pause[port].queues() =>
+        {
+            Response::Error(format!("no queue {queue} on port {port}"))
+        }
+        Request::Pause { port, queue } => {
+            shared.pause[port].pause(queue, flowctl::afc::FOREVER);
+            Response::Ok
+        }
+        Request::Resume { port, queue } => {
+            shared.pause[port].resume(queue);
+            Response::Ok
+        }
+    })?;
+    tracing::info!(switch = %name, socket = %sock.display(), workers = opts.workers, "running");
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!(switch = %name, "stopping");
+    let _ = std::fs::remove_file(&sock);
+    running.join();
+    Ok(0)
+}

@@ -1,0 +1,166 @@
+//! Shared helpers for the root/netns integration tests: a testbed that is torn down even when
+//! a test fails, unique names, and iperf3 runs.
+
+#![allow(dead_code)]
+
+use dataplane::ctl::{self, Request, Response};
+use dataplane::stats::SwitchSnapshot;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Root tests share the CPU with the switches they measure: run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn xoff() -> &'static str {
+    env!("CARGO_BIN_EXE_xoff")
+}
+
+pub fn require_root() {
+    assert!(
+        // SAFETY-free check: the effective uid from /proc.
+        std::fs::read_to_string("/proc/self/status")
+            .map(|s| s
+                .lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+            .unwrap_or(false),
+        "these tests build network namespaces and must run as root (see README)"
+    );
+}
+
+pub fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "x{}{}{}",
+        tag,
+        std::process::id() % 100_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A running testbed, brought down on drop.
+pub struct Bed {
+    pub file: PathBuf,
+    pub name: String,
+}
+
+impl Bed {
+    /// Brings up `file` (a topology path) under a unique name.
+    pub fn up(file: &Path, tag: &str) -> Bed {
+        Self::up_with(file, tag, &[])
+    }
+
+    pub fn up_with(file: &Path, tag: &str, run_args: &[&str]) -> Bed {
+        require_root();
+        let name = unique(tag);
+        let bed = Bed {
+            file: file.to_path_buf(),
+            name,
+        };
+        let mut c = Command::new(xoff());
+        c.args(["testbed", "up"])
+            .arg(&bed.file)
+            .args(["--name", &bed.name]);
+        if !run_args.is_empty() {
+            c.arg(format!("--run-args={}", run_args.join(" ")));
+        }
+        let out = c.output().expect("run xoff testbed up");
+        assert!(
+            out.status.success(),
+            "testbed up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        bed
+    }
+
+    /// Writes `text` to a temporary topology file and brings it up.
+    pub fn up_text(text: &str, tag: &str) -> Bed {
+        let path = std::env::temp_dir().join(format!("{}.toml", unique(tag)));
+        std::fs::write(&path, text).expect("write topology");
+        Self::up(&path, tag)
+    }
+
+    pub fn ns(&self, node: &str) -> String {
+        format!("{}-{}", self.name, node)
+    }
+
+    /// Runs a command in a node's namespace and returns its output.
+    pub fn run(&self, node: &str, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns(node)])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    pub fn ping(&self, from: &str, to: &str) -> bool {
+        self.run(from, &["ping", "-c", "2", "-i", "0.2", "-W", "2", to])
+            .status
+            .success()
+    }
+
+    pub fn stats(&self, switch: &str) -> SwitchSnapshot {
+        let sock = PathBuf::from(format!("/run/xoff/{}/{switch}.sock", self.name));
+        match ctl::request(&sock, &Request::Stats).expect("ctl request") {
+            Response::Stats(s) => *s,
+            r => panic!("unexpected response {r:?}"),
+        }
+    }
+
+    pub fn pid(&self, switch: &str) -> i32 {
+        std::fs::read_to_string(format!("/run/xoff/{}/{switch}.pid", self.name))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    /// Starts an iperf3 server in `host` that serves one test.
+    pub fn iperf_server(&self, host: &str) {
+        let out = self.run(host, &["iperf3", "-s", "-D", "-1", "--json"]);
+        assert!(
+            out.status.success(),
+            "iperf3 server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// Runs an iperf3 client and returns its JSON report.
+    pub fn iperf(&self, from: &str, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["iperf3", "--json"];
+        a.extend_from_slice(args);
+        let out = self.run(from, &a);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "iperf3 output: {e}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert!(v.get("error").is_none(), "iperf3 error: {}", v["error"]);
+        v
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = Command::new(xoff())
+            .args(["testbed", "down"])
+            .arg(&self.file)
+            .args(["--name", &self.name])
+            .output();
+    }
+}

@@ -1,0 +1,350 @@
+//! The foundation on real frames: testbeds in network namespaces, forwarding through
+//! `xoff run` over AF_XDP. Requires root.
+
+mod common;
+
+use common::{repo, serial, xoff, Bed};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn topo(name: &str) -> std::path::PathBuf {
+    repo().join("deploy/topologies").join(name)
+}
+
+#[test]
+fn single_pings_all_pairs_and_shapes_tcp() {
+    let _g = serial();
+    let bed = Bed::up(&topo("single.toml"), "s");
+    for (a, b) in [
+        ("h1", "10.0.0.2"),
+        ("h1", "10.0.0.3"),
+        ("h2", "10.0.0.1"),
+        ("h2", "10.0.0.3"),
+        ("h3", "10.0.0.1"),
+        ("h3", "10.0.0.2"),
+    ] {
+        assert!(bed.ping(a, b), "{a} cannot ping {b}");
+    }
+    // Unshaped-ish (1 Gbit/s) port: TCP flows.
+    bed.iperf_server("h2");
+    let v = bed.iperf("h1", &["-c", "10.0.0.2", "-t", "3"]);
+    let r = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(r > 300e6 && r < 1e9, "TCP at 1 Gbit/s port: {r:.0} bit/s");
+    // h3's port is shaped to 100 Mbit/s: TCP for 10 s reports 93–100 Mbit/s.
+    bed.iperf_server("h3");
+    let v = bed.iperf("h1", &["-c", "10.0.0.3", "-t", "10"]);
+    let r = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    assert!(
+        (93.0..=100.0).contains(&r),
+        "TCP through a 100 Mbit/s port: {r:.2} Mbit/s"
+    );
+    let s = bed.stats("s1");
+    assert!(
+        s.ports[2]
+            .queues
+            .iter()
+            .map(|q| q.watermark_bytes)
+            .max()
+            .unwrap_or(0)
+            > 10_000,
+        "no queue built at the shaped port"
+    );
+}
+
+fn two_host_topology(rate: &str) -> String {
+    format!(
+        r#"name = "shape"
+[[switch]]
+name = "s1"
+defaults = {{ rate = "10Gbit", queues = 2, queue_limit = "512KiB" }}
+port = [{{ name = "p1" }}, {{ name = "p2", rate = "{rate}" }}]
+[[host]]
+name = "h1"
+ip = "10.0.0.1/24"
+[[host]]
+name = "h2"
+ip = "10.0.0.2/24"
+[[link]]
+a = "h1"
+b = "s1:p1"
+[[link]]
+a = "h2"
+b = "s1:p2"
+"#
+    )
+}
+
+#[test]
+fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
+    let _g = serial();
+    for (rate, bps) in [("10Mbit", 10e6), ("100Mbit", 100e6), ("1Gbit", 1e9)] {
+        let bed = Bed::up_text(&two_host_topology(rate), "u");
+        bed.iperf_server("h2");
+        let payload = 1400.0;
+        let offered = format!("{}", (2.0 * bps) as u64);
+        // Measure the switch's egress over the middle of the run while iperf3 floods.
+        let bed_ref = &bed;
+        let (v, wire_sw) = std::thread::scope(|sc| {
+            let meter = sc.spawn(move || {
+                std::thread::sleep(Duration::from_millis(1500));
+                let (a, t0) = (bed_ref.stats("s1"), Instant::now());
+                std::thread::sleep(Duration::from_secs(3));
+                let (b, t1) = (bed_ref.stats("s1"), Instant::now());
+                let wire = |x: &dataplane::stats::SwitchSnapshot| {
+                    (x.ports[1].tx_bytes + 20 * x.ports[1].tx_pkts) as f64 * 8.0
+                };
+                (wire(&b) - wire(&a)) / (t1 - t0).as_secs_f64()
+            });
+            let v = bed_ref.iperf(
+                "h1",
+                &[
+                    "-c",
+                    "10.0.0.2",
+                    "-u",
+                    "-b",
+                    &offered,
+                    "-l",
+                    "1400",
+                    "-t",
+                    "6",
+                    "-w",
+                    "4M",
+                    "--get-server-output",
+                ],
+            );
+            (v, meter.join().expect("meter"))
+        });
+        let sent = v["end"]["sum_sent"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0);
+        // At the receiver: its per-second intervals, without the first (queue filling) and
+        // the last (cut short by the end of the test).
+        let iv = v["server_output_json"]["intervals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            iv.len() >= 5,
+            "{rate}: server reported {} intervals",
+            iv.len()
+        );
+        let (mut pkts, mut secs) = (0.0, 0.0);
+        for i in &iv[1..iv.len() - 1] {
+            // `packets` counts by sequence number, lost ones included.
+            pkts += i["sum"]["packets"].as_f64().unwrap_or(0.0)
+                - i["sum"]["lost_packets"].as_f64().unwrap_or(0.0);
+            secs += i["sum"]["seconds"].as_f64().unwrap_or(0.0);
+        }
+        // Wire rate: UDP payload + UDP/IPv4/Ethernet headers (42 B) + preamble/IFG (20 B).
+        let wire = pkts * (payload + 42.0 + 20.0) * 8.0 / secs;
+        let err = (wire - bps) / bps;
+        let err_sw = (wire_sw - bps) / bps;
+        eprintln!(
+            "{rate}: offered {sent:.0} bit/s; switch egress {wire_sw:.0} bit/s ({:+.2}%); receiver {wire:.0} bit/s on the wire ({:+.2}%)",
+            err_sw * 100.0,
+            err * 100.0
+        );
+        assert!(
+            sent > 1.3 * bps,
+            "{rate}: the sender only offered {sent:.0} bit/s, not an overload"
+        );
+        assert!(
+            err_sw.abs() <= 0.02,
+            "{rate}: switch egress shaped to {wire_sw:.0} bit/s, {:+.2}% off",
+            err_sw * 100.0
+        );
+        assert!(
+            err.abs() <= 0.02,
+            "{rate}: receiver got {wire:.0} bit/s, {:+.2}% off",
+            err * 100.0
+        );
+        let s = bed.stats("s1");
+        assert!(
+            s.ports[1].drops.get("queue_full").copied().unwrap_or(0) > 0,
+            "{rate}: overload without tail drops?"
+        );
+    }
+}
+
+#[test]
+fn leafspine_routes_across_leaves_and_spreads_flows_over_both_spines() {
+    let _g = serial();
+    let bed = Bed::up(&topo("leafspine.toml"), "l");
+    let hosts: Vec<(String, String)> = (1..=3)
+        .flat_map(|i| (1..=2).map(move |k| (format!("h{i}{k}"), format!("10.0.{i}.{k}"))))
+        .collect();
+    for (a, _) in &hosts {
+        for (b, ip) in &hosts {
+            if a != b {
+                assert!(bed.ping(a, ip), "{a} cannot ping {b} ({ip})");
+            }
+        }
+    }
+    bed.iperf_server("h31");
+    let before = bed.stats("leaf1");
+    let v = bed.iperf(
+        "h11",
+        &[
+            "-c", "10.0.3.1", "-u", "-b", "20M", "-P", "8", "-l", "1000", "-t", "3",
+        ],
+    );
+    let after = bed.stats("leaf1");
+    let up = |i: usize| after.ports[i].tx_pkts - before.ports[i].tx_pkts;
+    let (u1, u2) = (up(2), up(3));
+    eprintln!("leaf1 uplinks carried {u1} and {u2} packets");
+    assert!(
+        u1 > (u1 + u2) / 8 && u2 > (u1 + u2) / 8,
+        "flows not spread over both spines: {u1} / {u2}"
+    );
+    let streams = v["end"]["streams"].as_array().cloned().unwrap_or_default();
+    assert_eq!(streams.len(), 8);
+    for s in streams {
+        assert_eq!(
+            s["udp"]["out_of_order"].as_u64(),
+            Some(0),
+            "reordering within a flow: {}",
+            s["udp"]
+        );
+    }
+}
+
+fn xdp_attached(bed: &Bed, node: &str) -> bool {
+    let out = bed.run(node, &["ip", "-d", "link", "show"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
+}
+
+#[test]
+fn killed_or_stopped_switch_leaves_no_xdp_program_and_restarts() {
+    let _g = serial();
+    let bed = Bed::up(&topo("single.toml"), "k");
+    assert!(xdp_attached(&bed, "s1"), "no XDP program while running?");
+    let pid = bed.pid("s1");
+    dataplane::port::sys::signal(pid, libc::SIGKILL);
+    let t = Instant::now();
+    while dataplane::port::sys::alive(pid) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!xdp_attached(&bed, "s1"), "XDP program left after SIGKILL");
+    // A new switch starts on the same interfaces and forwards.
+    for round in 0..2 {
+        let sock = format!("/tmp/{}-{round}.sock", bed.name);
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &bed.ns("s1"), xoff(), "run", "--config"])
+            .arg(topo("single.toml"))
+            .args(["--switch", "s1", "--ctl", &sock])
+            .spawn()
+            .expect("spawn xoff run");
+        let t = Instant::now();
+        while dataplane::ctl::request(std::path::Path::new(&sock), &dataplane::ctl::Request::Stats)
+            .is_err()
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "restarted switch did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(bed.ping("h1", "10.0.0.2"), "no forwarding after restart");
+        dataplane::port::sys::signal(child.id() as i32, libc::SIGTERM);
+        let st = child.wait().expect("wait");
+        assert!(st.success(), "xoff run exited with {st} on SIGTERM");
+        assert!(!xdp_attached(&bed, "s1"), "XDP program left after SIGTERM");
+    }
+}
+
+#[test]
+fn malformed_frames_are_counted_by_reason_and_forwarding_continues() {
+    let _g = serial();
+    let bed = Bed::up(&topo("single.toml"), "m");
+    let py = r#"
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+dst = bytes.fromhex(sys.argv[1].replace(":", ""))
+src = bytes.fromhex("020000000099")
+# runt: an ARP frame cut to 30 bytes
+s.send(dst + src + b"\x08\x06" + b"\x00\x01\x08\x00\x06\x04\x00\x01" + bytes(8))
+# truncated IPv4 header: 12 of 20 bytes
+s.send(dst + src + b"\x08\x00" + b"\x45\x00\x00\x54\x00\x00\x40\x00\x40\x01\x00\x00")
+# unknown EtherType
+s.send(dst + src + b"\x12\x34" + bytes(46))
+"#;
+    let topo_t = dataplane::Topology::load(topo("single.toml")).expect("topology");
+    let h2 = topo_t.host_mac(&topo_t.hosts[1]).to_string();
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let out = bed.run("h1", &[python, "-c", py, &h2]);
+    assert!(
+        out.status.success(),
+        "raw send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let s = bed.stats("s1");
+    for reason in ["runt", "truncated_ipv4", "unknown_ethertype"] {
+        assert_eq!(
+            s.ports[0].drops.get(reason).copied(),
+            Some(1),
+            "drop reason {reason}: {:?}",
+            s.ports[0].drops
+        );
+    }
+    assert!(bed.ping("h1", "10.0.0.2"), "switch stopped forwarding");
+}
+
+#[test]
+fn bad_config_names_file_key_and_reason() {
+    let dir = std::env::temp_dir().join(common::unique("cfg"));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let base = std::fs::read_to_string(topo("single.toml")).expect("single.toml");
+    let cases = [
+        (
+            "unknown.toml",
+            base.replace("name = \"s1\"", "name = \"s1\"\nspeed = 5"),
+            "speed",
+            "unknown field",
+        ),
+        (
+            "rate0.toml",
+            base.replace("rate = \"100Mbit\"", "rate = 0"),
+            "switch[0].port[2].rate",
+            "rate must be > 0",
+        ),
+        (
+            "noiface.toml",
+            base.replace(
+                "{ name = \"p1\" }",
+                "{ name = \"p1\", iface = \"nosuchif0\" }",
+            ),
+            "switch[0].port[0].iface",
+            "does not exist",
+        ),
+    ];
+    for (file, text, key, why) in cases {
+        let path = dir.join(file);
+        std::fs::write(&path, text).expect("write");
+        let out = Command::new(xoff())
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(["--switch", "s1"])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{file}: accepted");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(key) && err.contains(why),
+            "{file}: message `{err}` lacks file, key `{key}` or `{why}`"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
