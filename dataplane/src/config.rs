@@ -145,6 +145,10 @@ pub struct SwitchConfig {
     pub macs: Vec<MacEntry>,
     /// Shared-buffer MMU; without it each queue tail-drops at `queue_limit`.
     pub buffer: Option<mmu::MmuConfig>,
+    /// IEEE 802.1Qbb PFC: send on MMU XOFF/XON, honour received frames.
+    pub pfc: Option<flowctl::PfcConfig>,
+    /// PFC watchdog (SONiC pfcwd semantics).
+    pub watchdog: Option<flowctl::WatchdogConfig>,
 }
 
 fn default_seed() -> u32 {
@@ -216,6 +220,8 @@ pub struct SwitchSpec {
     /// (MAC, port index)
     pub macs: Vec<(MacAddr, usize)>,
     pub buffer: Option<mmu::MmuConfig>,
+    pub pfc: Option<flowctl::PfcConfig>,
+    pub watchdog: Option<flowctl::WatchdogConfig>,
 }
 
 /// A deterministic locally administered MAC for a named interface.
@@ -605,6 +611,8 @@ impl Topology {
             routes,
             macs,
             buffer: s.buffer.clone(),
+            pfc: s.pfc.clone(),
+            watchdog: s.watchdog,
         })
     }
 }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod config;
 pub mod ctl;
 pub mod fabric;
+pub mod fc;
 pub mod fib;
 pub mod frame;
 pub mod link;

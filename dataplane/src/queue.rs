@@ -178,6 +178,14 @@ impl QueueSet {
         }
     }
 
+    /// Removes every packet of data queue `q`.
+    pub fn drain_queue(&mut self, q: usize) -> Vec<Pkt> {
+        let v: Vec<Pkt> = self.data[q].drain().collect();
+        self.nonempty &= !(1 << q);
+        self.deficit[q] = 0;
+        v
+    }
+
     /// Bytes queued in data queues.
     pub fn data_bytes(&self) -> u64 {
         self.data.iter().map(Fifo::bytes).sum()

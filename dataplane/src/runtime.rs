@@ -12,7 +12,7 @@ use crate::port::bpf::XdpMode;
 use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
 use crate::port::PortIo;
-use crate::stats::{Counter, DropReason};
+use crate::stats::DropReason;
 use crate::switch::{Handoff, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +62,7 @@ pub enum RunError {
     #[error(transparent)]
     Xsk(#[from] XskError),
     #[error("buffer configuration: {0}")]
-    Mmu(#[from] mmu::MmuError),
+    Switch(#[from] crate::switch::SwitchError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -92,6 +92,8 @@ pub struct Running {
     pub shared: Arc<SwitchShared>,
     /// MMU statistics each worker last published.
     pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    /// Flow-control statistics each worker last published.
+    pub fc_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     /// Headroom table of worker 0's MMU, for printing at start.
     pub headroom: Option<Vec<mmu::HeadroomRow>>,
     pub started: Instant,
@@ -114,8 +116,8 @@ impl Running {
 
     /// Current counters as JSON-serialisable snapshot.
     pub fn snapshot(&self) -> crate::stats::SwitchSnapshot {
-        let mmu = {
-            let v = self.mmu_stats.lock().map(|g| g.clone()).unwrap_or_default();
+        let merge = |m: &Mutex<Vec<Option<serde_json::Value>>>| {
+            let v = m.lock().map(|g| g.clone()).unwrap_or_default();
             let per: Vec<serde_json::Value> = v.into_iter().flatten().collect();
             match per.len() {
                 0 => None,
@@ -123,8 +125,11 @@ impl Running {
                 _ => Some(serde_json::Value::Array(per)),
             }
         };
-        self.shared
-            .snapshot(self.started.elapsed().as_secs_f64(), mmu)
+        let mut snap = self
+            .shared
+            .snapshot(self.started.elapsed().as_secs_f64(), merge(&self.mmu_stats));
+        snap.pfc = merge(&self.fc_stats);
+        snap
     }
 }
 
@@ -163,7 +168,7 @@ struct Worker {
     batch: usize,
     stop: Arc<AtomicBool>,
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
-    fc_events: Counter,
+    fc_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
 }
 
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
@@ -187,6 +192,7 @@ pub fn start(
     );
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
+    let fc_stats = Arc::new(Mutex::new(vec![None; workers]));
     let mut per: Vec<Vec<(u16, XskPort)>> = (0..workers).map(|_| Vec::new()).collect();
     for (i, p) in ports.into_iter().enumerate() {
         per[usize::from(owner[i])].push((i as u16, p));
@@ -224,7 +230,7 @@ pub fn start(
             batch: opts.batch.clamp(1, xsk::RING as usize),
             stop: stop.clone(),
             mmu_stats: mmu_stats.clone(),
-            fc_events: Counter::default(),
+            fc_stats: fc_stats.clone(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -235,6 +241,7 @@ pub fn start(
     Ok(Running {
         shared,
         mmu_stats,
+        fc_stats,
         headroom,
         started: Instant::now(),
         modes,
@@ -280,7 +287,11 @@ impl Worker {
                 }
             }
             while let Some(h) = self.boxes[self.id].ring.pop() {
-                self.sw.enqueue(&mut self.mem, h.port, h.pkt, now);
+                if h.ctrl {
+                    self.sw.send_control(h.port, h.pkt.frame, h.pkt.len, now);
+                } else {
+                    self.sw.enqueue(&mut self.mem, h.port, h.pkt, now);
+                }
                 work += 1;
             }
             let mut dead = Vec::new();
@@ -312,9 +323,19 @@ impl Worker {
                 // rings, and the chunks are simply never seen again.
                 drop(port);
             }
-            self.sw.take_fc_events(&mut fc);
-            self.fc_events.add(fc.len() as u64);
-            fc.clear();
+            // Flow-control timers (PFC refresh, watchdog) and control frames for other pipes.
+            if self.sw.next_timer().is_some_and(|t| t <= now) {
+                self.sw.on_timer(&mut self.mem, now);
+            }
+            self.sw.take_ctrl_handoffs(&mut fc);
+            for h in fc.drain(..) {
+                let dst = usize::from(self.owner[usize::from(h.port)]);
+                if let Err(h) = self.boxes[dst].ring.push(h) {
+                    crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
+                } else {
+                    self.boxes[dst].kick();
+                }
+            }
             // Keep free chunks flowing between workers.
             if self.mem.free_count() > free_hi {
                 for f in self.mem.take_free(self.mem.free_count() - free_hi / 2) {
@@ -357,10 +378,12 @@ impl Worker {
                 c.xdp_tx_ring_empty.set(s.tx_ring_empty_descs);
             }
         }
-        if let Some(v) = self.sw.buffer().stats_json() {
-            if let Ok(mut g) = self.mmu_stats.lock() {
-                g[self.id] = Some(v);
-            }
+        let now = MonoClock.now();
+        if let Ok(mut g) = self.mmu_stats.lock() {
+            g[self.id] = self.sw.buffer().stats_json();
+        }
+        if let Ok(mut g) = self.fc_stats.lock() {
+            g[self.id] = self.sw.fc_stats_json(now);
         }
     }
 
@@ -371,7 +394,13 @@ impl Worker {
             if !self.pending[i].is_empty() {
                 wake_at = now + 20_000_000; // TX ring was full: retry soon
             }
-            if let Some(t) = self.sw.next_wakeup(*pid, now) {
+            if let Some(t) = self
+                .sw
+                .next_wakeup(*pid, now)
+                .into_iter()
+                .chain(self.sw.next_timer())
+                .min()
+            {
                 wake_at = wake_at.min(t);
             }
         }

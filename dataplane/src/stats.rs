@@ -71,10 +71,12 @@ pub enum DropReason {
     MacControl,
     /// Egress port went away.
     PortDown,
+    /// The PFC watchdog declared the queue stormed and drops its packets.
+    PfcWatchdog,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 16] = [
+    pub const ALL: [DropReason; 17] = [
         DropReason::Runt,
         DropReason::TruncatedIpv4,
         DropReason::BadIpv4Header,
@@ -91,6 +93,7 @@ impl DropReason {
         DropReason::NoFrame,
         DropReason::MacControl,
         DropReason::PortDown,
+        DropReason::PfcWatchdog,
     ];
 
     pub fn index(self) -> usize {
@@ -115,6 +118,7 @@ impl DropReason {
             DropReason::NoFrame => "no_frame",
             DropReason::MacControl => "mac_control",
             DropReason::PortDown => "port_down",
+            DropReason::PfcWatchdog => "pfc_watchdog",
         }
     }
 }
@@ -274,6 +278,9 @@ pub struct SwitchSnapshot {
     /// MMU statistics, when an MMU is configured (JSON as the `mmu` crate reports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mmu: Option<serde_json::Value>,
+    /// PFC counters per port and priority, and watchdog events, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfc: Option<serde_json::Value>,
 }
 
 impl SwitchSnapshot {

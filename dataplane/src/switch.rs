@@ -10,6 +10,7 @@
 
 use crate::buffer::{BufReq, Buffer};
 use crate::config::{PrioSource, SwitchSpec};
+use crate::fc::FlowControl;
 use crate::fib::{Fib, Forward};
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::link::Link;
@@ -71,6 +72,7 @@ impl SwitchShared {
                 .map(|(c, p)| c.snapshot(&p.name))
                 .collect(),
             mmu,
+            pfc: None,
         }
     }
 }
@@ -80,6 +82,17 @@ impl SwitchShared {
 pub struct Handoff {
     pub port: u16,
     pub pkt: Pkt,
+    /// A control frame (PFC) for the port's control queue rather than a data packet.
+    pub ctrl: bool,
+}
+
+/// Errors building a pipeline from a switch's configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error("buffer: {0}")]
+    Mmu(#[from] mmu::MmuError),
+    #[error("pfc: {0}")]
+    Pfc(#[from] flowctl::PfcError),
 }
 
 struct Egress {
@@ -96,6 +109,14 @@ pub struct Switch {
     egress: Vec<Option<Egress>>,
     buffer: Buffer,
     fc_events: Vec<mmu::FcEvent>,
+    fc: FlowControl,
+    pfc_buf: Vec<(usize, flowctl::wire::pfc::PfcRepr)>,
+    /// Control frames generated for ports another pipe owns.
+    ctrl_out: Vec<Handoff>,
+    /// With `track_touched`: ports that got packets or control frames since the last
+    /// `take_touched` (an event-driven caller services just those).
+    touched: Vec<u16>,
+    track: bool,
 }
 
 /// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
@@ -112,7 +133,7 @@ impl Switch {
         owner: Vec<u16>,
         me: u16,
         max_lag_ps: u64,
-    ) -> Result<Self, mmu::MmuError> {
+    ) -> Result<Self, SwitchError> {
         let pipes = u64::from(owner.iter().copied().max().unwrap_or(0)) + 1;
         let spec = &shared.spec;
         let egress = spec
@@ -127,18 +148,24 @@ impl Switch {
             })
             .collect();
         let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
+        let fc = FlowControl::new(spec)?;
         Ok(Switch {
             owner,
             me,
             egress,
             buffer,
             fc_events: Vec::new(),
+            fc,
+            pfc_buf: Vec::new(),
+            ctrl_out: Vec::new(),
+            touched: Vec::new(),
+            track: false,
             shared,
         })
     }
 
     /// A single pipe owning every port.
-    pub fn single(spec: SwitchSpec, max_lag_ps: u64) -> Result<Self, mmu::MmuError> {
+    pub fn single(spec: SwitchSpec, max_lag_ps: u64) -> Result<Self, SwitchError> {
         let n = spec.ports.len();
         Self::new(SwitchShared::new(spec), vec![0; n], 0, max_lag_ps)
     }
@@ -190,11 +217,21 @@ impl Switch {
             Ok(m) => m,
             Err(r) => return self.drop_at(ip, mem, frame, r),
         };
-        if matches!(
-            meta.ethertype,
-            EtherType::MAC_CONTROL | EtherType::XOFF_SIGNAL
-        ) {
-            // Link-local: never forwarded. Flow-control schemes consume these.
+        if meta.ethertype == EtherType::MAC_CONTROL {
+            // Link-local: never forwarded. PFC/PAUSE act on this port's egress queues.
+            let ok = self.fc.on_mac_control(
+                ip,
+                &mem.data(frame)[..len as usize],
+                now,
+                &self.shared.pause[ip],
+            );
+            if ok {
+                mem.free(frame);
+                return;
+            }
+            return self.drop_at(ip, mem, frame, DropReason::MacControl);
+        }
+        if meta.ethertype == EtherType::XOFF_SIGNAL {
             return self.drop_at(ip, mem, frame, DropReason::MacControl);
         }
         let prio = self.classify(ip, &meta);
@@ -254,7 +291,11 @@ impl Switch {
         if self.owns(p) {
             self.enqueue(mem, port, pkt, now);
         } else {
-            handoff.push(Handoff { port, pkt });
+            handoff.push(Handoff {
+                port,
+                pkt,
+                ctrl: false,
+            });
         }
     }
 
@@ -268,6 +309,10 @@ impl Switch {
             return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
         }
         let q = usize::from(pkt.queue);
+        if self.fc.drops(p, q) {
+            self.shared.counters[p].queues[q].drops.add(1);
+            return self.drop_at(p, mem, pkt.frame, DropReason::PfcWatchdog);
+        }
         let qc = &self.shared.counters[p].queues[q];
         let req = BufReq {
             in_port: usize::from(pkt.in_port),
@@ -293,6 +338,9 @@ impl Switch {
                     qc.ecn_marked.add(1);
                 }
                 eg.qs.push(q, pkt);
+                if self.track {
+                    self.touched.push(port);
+                }
                 qc.enq_pkts.add(1);
                 qc.enq_bytes.add(u64::from(pkt.len));
                 let depth = eg.qs.data[q].bytes();
@@ -301,7 +349,137 @@ impl Switch {
                 qc.watermark_bytes.max(depth);
             }
         }
+        self.pump_control(mem, now);
+    }
+
+    /// Moves MMU events into the flow-control engine and queues the frames it wants sent.
+    fn pump_control<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
         self.buffer.poll_events(&mut self.fc_events);
+        if !self.fc_events.is_empty() {
+            self.fc.on_mmu_events(&mut self.fc_events, now);
+        }
+        self.fc.poll(now, &mut self.pfc_buf);
+        if self.pfc_buf.is_empty() {
+            return;
+        }
+        let mut frames = std::mem::take(&mut self.pfc_buf);
+        for (port, repr) in frames.drain(..) {
+            let Some(f) = mem.alloc() else {
+                self.shared.counters[port].drop(DropReason::NoFrame);
+                continue;
+            };
+            let len = mem.with_mut(f, |d| crate::fc::emit_pfc(&repr, d)) as u32;
+            let pkt = Pkt::new(f, len, port as u16, now);
+            if self.owns(port) {
+                if let Some(eg) = self.egress[port].as_mut() {
+                    eg.qs.ctrl.push(pkt);
+                    if self.track {
+                        self.touched.push(port as u16);
+                    }
+                }
+            } else {
+                self.ctrl_out.push(Handoff {
+                    port: port as u16,
+                    pkt,
+                    ctrl: true,
+                });
+            }
+        }
+        self.pfc_buf = frames;
+    }
+
+    /// Timed work of flow control (PFC refresh, watchdog). Call at `next_timer()`.
+    pub fn on_timer<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
+        if self.fc.watchdog_due(now) {
+            let mut views = Vec::new();
+            for (p, eg) in self.egress.iter().enumerate() {
+                let Some(eg) = eg else { continue };
+                for (q, fifo) in eg.qs.data.iter().enumerate() {
+                    views.push(flowctl::QueueView {
+                        port: p,
+                        queue: q,
+                        paused: self.shared.pause[p].is_paused(q, now),
+                        has_packets: !fifo.is_empty(),
+                        last_pause_frame_ps: self
+                            .fc
+                            .pfc
+                            .as_ref()
+                            .and_then(|x| x.last_xoff_rx_queue(p, q)),
+                    });
+                }
+            }
+            self.fc.watchdog_tick(now, &views, &self.shared.pause);
+            for v in views {
+                if self.fc.drops(v.port, v.queue) && v.has_packets {
+                    self.flush_queue(mem, v.port, v.queue, now, DropReason::PfcWatchdog);
+                }
+            }
+        }
+        self.pump_control(mem, now);
+    }
+
+    /// When `on_timer` next has work.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.fc.next_deadline()
+    }
+
+    /// Drops everything in one data queue.
+    fn flush_queue<M: FrameMem>(
+        &mut self,
+        mem: &mut M,
+        port: usize,
+        q: usize,
+        now: u64,
+        why: DropReason,
+    ) {
+        let Some(eg) = self.egress[port].as_mut() else {
+            return;
+        };
+        let pkts: Vec<Pkt> = eg.qs.drain_queue(q);
+        let qc = &self.shared.counters[port].queues[q];
+        qc.depth_bytes.set(0);
+        qc.depth_pkts.set(0);
+        for pkt in pkts {
+            let req = BufReq {
+                in_port: usize::from(pkt.in_port),
+                prio: usize::from(pkt.prio),
+                out_port: port,
+                queue: q,
+                bytes: pkt.len,
+                ecn_capable: false,
+                queue_bytes: 0,
+            };
+            self.buffer.release(&req, pkt.tag, now);
+            qc.drops.add(1);
+            self.shared.counters[port].drop(why);
+            mem.free(pkt.frame);
+        }
+    }
+
+    /// Control frames for ports owned by other pipes (multi-worker runtime).
+    pub fn take_ctrl_handoffs(&mut self, out: &mut Vec<Handoff>) {
+        out.append(&mut self.ctrl_out);
+    }
+
+    /// Records the ports that get packets or control frames, for `take_touched`.
+    pub fn track_touched(&mut self) {
+        self.track = true;
+    }
+
+    /// Ports that got packets or control frames queued since the last call (they need
+    /// service). Only recorded after `track_touched`.
+    pub fn take_touched(&mut self, out: &mut Vec<u16>) {
+        out.append(&mut self.touched);
+    }
+
+    /// Flow-control counters (PFC per port and priority, watchdog), if configured.
+    pub fn fc_stats_json(&self, now: u64) -> Option<serde_json::Value> {
+        self.fc.stats_json(now)
+    }
+
+    /// MMU events raised so far.
+    pub fn mmu_events(&self) -> u64 {
+        self.fc.mmu_events
     }
 
     /// Queues a control frame (PFC, Xoff signal) on `port`'s strict-priority control queue.
@@ -313,6 +491,9 @@ impl Switch {
         {
             Some(eg) => {
                 eg.qs.ctrl.push(Pkt::new(frame, len, port, now));
+                if self.track {
+                    self.touched.push(port);
+                }
                 true
             }
             None => false,
@@ -359,8 +540,7 @@ impl Switch {
         while let Some(f) = eg.link.pop_due(now) {
             tx.push((f.pkt.frame, f.pkt.len));
         }
-        self.buffer.poll_events(&mut self.fc_events);
-        let _ = mem;
+        self.pump_control(mem, now);
     }
 
     /// The next time `port` needs `service` (None: idle until something arrives).
@@ -378,11 +558,6 @@ impl Switch {
             }
         }
         t
-    }
-
-    /// Flow-control events the buffer raised (for the flow-control scheme to signal).
-    pub fn take_fc_events(&mut self, out: &mut Vec<mmu::FcEvent>) {
-        out.append(&mut self.fc_events);
     }
 
     /// Bytes queued in the data queues of `port`.

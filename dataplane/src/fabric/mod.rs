@@ -57,7 +57,10 @@ pub enum FabricError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("switch `{switch}`: buffer configuration: {err}")]
-    Mmu { switch: String, err: mmu::MmuError },
+    Mmu {
+        switch: String,
+        err: crate::switch::SwitchError,
+    },
 }
 
 /// Options that override the file.
@@ -80,11 +83,11 @@ pub enum Peer {
 /// One switch in the fabric.
 pub struct SwitchNode {
     pub name: String,
-    /// Parses, classifies and forwards; owns no egress, so every frame comes back as a
-    /// hand-off.
-    ingress: Switch,
-    /// Owns every egress port: buffer, queues, scheduler, shaper, delay line.
+    /// The pipeline: owns every port (one pipe, as `xoff run` with one worker), and reports
+    /// which ports got work through `take_touched`.
     egress: Switch,
+    /// Pending flow-control timer in the event heap (`NONE`: none).
+    timer: u64,
     pub peers: Vec<Peer>,
     sched: Vec<u64>,
     dirty: Vec<bool>,
@@ -96,7 +99,7 @@ impl SwitchNode {
         &self.egress
     }
 
-    /// Counters, FIB and configuration, shared by both pipes.
+    /// Counters, FIB and configuration.
     pub fn shared(&self) -> &Arc<SwitchShared> {
         &self.egress.shared
     }
@@ -115,6 +118,8 @@ pub struct HostNode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Port(u32, u16),
+    /// Flow-control timer of a switch.
+    Ctrl(u32),
     Nic(u32),
     Timer(u32, u64),
     Probe,
@@ -153,7 +158,7 @@ pub struct Fabric {
     tx: Vec<(FrameId, u32)>,
     nic_tx: Vec<(FrameId, u32)>,
     timers: Vec<(u64, u64)>,
-    fc: Vec<mmu::FcEvent>,
+    touched: Vec<u16>,
     traffic_end: Option<u64>,
     max_time: u64,
     started: bool,
@@ -189,19 +194,17 @@ impl Fabric {
             let spec = t.switch_spec(&s.name)?;
             let n = spec.ports.len();
             let shared = SwitchShared::new(spec);
-            let mk = |me| {
-                Switch::new(shared.clone(), vec![0; n], me, 0).map_err(|e| FabricError::Mmu {
+            let mut egress =
+                Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
                     switch: s.name.clone(),
                     err: e,
-                })
-            };
-            let egress = mk(0)?;
-            let ingress = mk(1)?;
+                })?;
+            egress.track_touched();
             sw_index.insert(s.name.clone(), nodes.len() as u32);
             nodes.push(SwitchNode {
                 name: s.name.clone(),
-                ingress,
                 egress,
+                timer: NONE,
                 peers: vec![Peer::None; n],
                 sched: vec![NONE; n],
                 dirty: vec![false; n],
@@ -559,7 +562,7 @@ impl Fabric {
             tx: Vec::new(),
             nic_tx: Vec::new(),
             timers: Vec::new(),
-            fc: Vec::new(),
+            touched: Vec::new(),
             traffic_end,
             max_time: sim.max_time.map_or(1_000_000_000_000, |t| t.0),
             started: false,
@@ -612,7 +615,10 @@ impl Fabric {
     }
 
     pub fn stats(&self) -> FabricStats {
-        self.stats
+        FabricStats {
+            fc_events: self.nodes.iter().map(|n| n.egress.mmu_events()).sum(),
+            ..self.stats
+        }
     }
 
     pub fn mem(&self) -> &FabricMem {
@@ -685,6 +691,14 @@ impl Fabric {
                         self.mark_dirty(s, p);
                     }
                 }
+                Ev::Ctrl(s) => {
+                    if self.nodes[s as usize].timer == t {
+                        self.nodes[s as usize].timer = NONE;
+                        let node = &mut self.nodes[s as usize];
+                        node.egress.on_timer(&mut self.mem, t);
+                        self.take_fc(s);
+                    }
+                }
                 Ev::Nic(h) => {
                     if self.hosts[h as usize].nic.sched == t {
                         self.hosts[h as usize].nic.sched = NONE;
@@ -743,11 +757,24 @@ impl Fabric {
         self.tx = tx;
     }
 
+    /// Marks the ports of switch `s` that got work as dirty and (re)arms its flow-control
+    /// timer (PFC refresh, watchdog).
     fn take_fc(&mut self, s: u32) {
-        self.nodes[s as usize].egress.take_fc_events(&mut self.fc);
-        // Flow-control schemes plug in here; until then the events are only counted.
-        self.stats.fc_events += self.fc.len() as u64;
-        self.fc.clear();
+        let mut touched = std::mem::take(&mut self.touched);
+        self.nodes[s as usize].egress.take_touched(&mut touched);
+        for &p in &touched {
+            self.mark_dirty(s, p);
+        }
+        touched.clear();
+        self.touched = touched;
+        let node_timer = self.nodes[s as usize].egress.next_timer();
+        if let Some(t) = node_timer {
+            let t = t.max(self.clock.now() + 1);
+            if t < self.nodes[s as usize].timer {
+                self.nodes[s as usize].timer = t;
+                self.push(t, Ev::Ctrl(s));
+            }
+        }
     }
 
     /// Hands a frame that finished crossing a link to whatever is at its far end.
@@ -759,15 +786,8 @@ impl Fabric {
                 self.stats.switch_hops += 1;
                 let mut ho = std::mem::take(&mut self.handoff);
                 let node = &mut self.nodes[s as usize];
-                node.ingress.receive(&mut self.mem, p, f, len, now, &mut ho);
-                for h in ho.drain(..) {
-                    node.egress.enqueue(&mut self.mem, h.port, h.pkt, now);
-                    let d = &mut node.dirty[usize::from(h.port)];
-                    if !*d {
-                        *d = true;
-                        self.dirty.push((s, h.port));
-                    }
-                }
+                node.egress.receive(&mut self.mem, p, f, len, now, &mut ho);
+                debug_assert!(ho.is_empty(), "a single pipe owns every port");
                 self.handoff = ho;
                 self.take_fc(s);
             }
@@ -841,7 +861,7 @@ impl Fabric {
             seed: self.seed,
             end_ps: now,
             traffic_end_ps: self.traffic_end,
-            stats: self.stats,
+            stats: self.stats(),
             flows: self.flows.flows.iter().map(FlowReport::from).collect(),
             unknown_rx: self.flows.unknown_rx,
             hosts: self
