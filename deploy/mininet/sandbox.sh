@@ -2,8 +2,10 @@
 # Runs a command (mn, a Mininet script) in a sandbox, so that Mininet's clean-ups (`mn -c`,
 # and `mn` after an error: killall, pkill -f, rm -f /tmp/*.log, ip link del) only see the
 # sandbox: new network, PID and mount namespaces, a private /tmp, /proc of the sandbox and
-# /proc/sys read-only (Mininet's global sysctl tweaks fail harmlessly). When the command
-# ends, every process of the sandbox is killed and its interfaces disappear with it.
+# /proc/sys read-only, so Mininet's sysctl tweaks (some machine-wide: fs.file-max,
+# kernel.pty.max) fail harmlessly with a warning; XOFF_SANDBOX_SYSCTL=rw leaves /proc/sys
+# writable (e.g. to set per-host TCP sysctls). When the command ends, every process of the
+# sandbox is killed and its interfaces disappear with it.
 #
 #   sudo deploy/mininet/sandbox.sh mn --custom deploy/mininet/xoff_mininet.py \
 #        --switch xoff --controller none --topo single,3 --test pingall
@@ -14,11 +16,15 @@
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 export XOFF_MININET_DIR="${XOFF_MININET_DIR:-/tmp/xoff-mininet}"
+export XOFF_SANDBOX_SYSCTL="${XOFF_SANDBOX_SYSCTL:-ro}"
 exec unshare --kill-child --net --pid --fork --mount-proc --mount --propagation private \
   bash -c '
     set -e
     mount -t tmpfs -o mode=1777 xoff-mininet-tmp /tmp
-    mount --bind /proc/sys /proc/sys
-    mount -o remount,bind,ro /proc/sys
+    if [ "$XOFF_SANDBOX_SYSCTL" != rw ]; then
+      mount --bind /proc/sys /proc/sys
+      mount -o remount,bind,ro /proc/sys
+    fi
     ip link set lo up
-    exec "$@"' sandbox "$@"
+    # Not exec: this shell stays PID 1 of the sandbox and reaps orphans.
+    "$@"' sandbox "$@"

@@ -8,6 +8,7 @@
 //! probe_interval = "1us"
 //! probe = [{ switch = "s1", port = "p3", queue = 0, counter = "depth_bytes" }]
 //! nic = { h1 = { rate = "25Gbit" } }   # host NICs default to the attached port's rate/delay
+//! honor_pfc = true          # host NICs pause per priority on 802.1Qbb frames
 //!
 //! [[flow]]
 //! name = "f1"
@@ -44,6 +45,9 @@ pub struct SimConfig {
     /// Per-host NIC overrides.
     #[serde(default)]
     pub nic: BTreeMap<String, NicConfig>,
+    /// Host NICs honour PFC frames per priority, as RDMA NICs do (default false).
+    #[serde(default)]
+    pub honor_pfc: bool,
     /// Frames a host NIC queues before its sources are held back (default 1024).
     pub nic_queue: Option<usize>,
     /// Cap on frames alive at once in the fabric (default 4 Mi frames = 8 GiB of arena).
@@ -60,6 +64,8 @@ pub struct SimConfig {
 pub struct NicConfig {
     pub rate: Option<Rate>,
     pub delay: Option<Time>,
+    /// Whether this NIC honours PFC (default: `[sim] honor_pfc`).
+    pub honor_pfc: Option<bool>,
 }
 
 /// One probe column: a switch counter (port or queue), or a flow counter.

@@ -38,17 +38,26 @@ pub struct HostInfo {
     pub nic_delay_ps: u64,
 }
 
-/// A host NIC: a FIFO in front of an emulated link toward the switch.
+/// A host NIC: one FIFO per priority in front of an emulated link toward the switch, served
+/// round robin. A NIC that honours PFC (as RDMA NICs do) stops a priority while a received
+/// 802.1Qbb frame says so; otherwise PFC frames are handed to the host model like any frame.
 #[derive(Debug)]
 pub struct Nic {
     pub link: Link,
-    pub queue: VecDeque<(FrameId, u32)>,
-    /// Frames the queue holds at most.
+    queues: [VecDeque<(FrameId, u32)>; 8],
+    len: usize,
+    rr: usize,
+    /// Frames the queues hold at most (all priorities together).
     pub limit: usize,
+    pub honor_pfc: bool,
+    /// Per priority: paused until this time (ps).
+    pub paused_until: [u64; 8],
     pub tx_pkts: u64,
     pub tx_bytes: u64,
     pub rx_pkts: u64,
     pub rx_bytes: u64,
+    /// PFC frames received and honoured.
+    pub pfc_rx: u64,
     /// Frames refused because the queue was full.
     pub refused: u64,
     /// Pending wakeup in the event heap (`u64::MAX`: none).
@@ -59,21 +68,76 @@ impl Nic {
     pub fn new(rate_bps: u64, delay_ps: u64, limit: usize) -> Self {
         Nic {
             link: Link::new(rate_bps, delay_ps, 0),
-            queue: VecDeque::new(),
+            queues: Default::default(),
+            len: 0,
+            rr: 0,
             limit,
+            honor_pfc: false,
+            paused_until: [0; 8],
             tx_pkts: 0,
             tx_bytes: 0,
             rx_pkts: 0,
             rx_bytes: 0,
+            pfc_rx: 0,
             refused: 0,
             sched: u64::MAX,
         }
     }
 
+    /// Frames queued (all priorities).
+    pub fn backlog(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn push(&mut self, prio: u8, frame: FrameId, len: u32) {
+        self.queues[usize::from(prio & 7)].push_back((frame, len));
+        self.len += 1;
+    }
+
+    /// The next frame to send at `now`: round robin over unpaused, non-empty priorities.
+    fn pop(&mut self, now: u64) -> Option<(FrameId, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        for i in 0..8 {
+            let c = (self.rr + i) % 8;
+            if !self.queues[c].is_empty() && self.paused_until[c] <= now {
+                self.rr = (c + 1) % 8;
+                self.len -= 1;
+                return self.queues[c].pop_front();
+            }
+        }
+        None
+    }
+
+    /// Applies a received PFC frame if this NIC honours PFC; true if it was one.
+    pub(crate) fn on_pfc(&mut self, frame: &[u8], now: u64) -> bool {
+        use flowctl::wire::pfc::{quanta_to_ps, Frame, PfcRepr};
+        if !self.honor_pfc {
+            return false;
+        }
+        let Ok(f) = Frame::new_checked(frame) else {
+            return false;
+        };
+        let Ok(r) = PfcRepr::parse(&f) else {
+            return false;
+        };
+        for c in 0..8 {
+            if r.class_enable & (1 << c) != 0 {
+                self.paused_until[c] = match r.quanta[c] {
+                    0 => 0,
+                    q => now.saturating_add(quanta_to_ps(q, self.link.rate_bps)),
+                };
+            }
+        }
+        self.pfc_rx += 1;
+        true
+    }
+
     /// Starts queued frames as the link allows and returns when it next needs service.
     pub(crate) fn service(&mut self, now: u64, out: &mut Vec<(FrameId, u32)>) -> Option<u64> {
         while self.link.can_start(now) {
-            let Some((f, len)) = self.queue.pop_front() else {
+            let Some((f, len)) = self.pop(now) else {
                 break;
             };
             self.link.start(Pkt::new(f, len, 0, now), now);
@@ -84,9 +148,17 @@ impl Nic {
             out.push((f.pkt.frame, f.pkt.len));
         }
         let mut t = self.link.next_release();
-        if !self.queue.is_empty() {
-            let s = self.link.free_at().max(now);
-            t = Some(t.map_or(s, |x| x.min(s)));
+        let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
+        if self.len > 0 {
+            // Eligible now (link permitting), or when the earliest pause of a non-empty
+            // priority lapses.
+            let ready = (0..8)
+                .filter(|&c| !self.queues[c].is_empty())
+                .map(|c| self.paused_until[c].max(now))
+                .min();
+            if let Some(r) = ready {
+                upd(r.max(self.link.free_at()));
+            }
         }
         t
     }
@@ -110,18 +182,29 @@ pub struct HostCtx<'a> {
 impl HostCtx<'_> {
     /// Whether the NIC queue has room for another frame.
     pub fn can_send(&self) -> bool {
-        self.nic.queue.len() < self.nic.limit
+        self.nic.backlog() < self.nic.limit
     }
 
     /// Frames waiting in the NIC queue.
     pub fn nic_backlog(&self) -> usize {
-        self.nic.queue.len()
+        self.nic.backlog()
     }
 
     /// Queues `frame` on the NIC. If the queue is full the frame is freed and `false` returned.
     pub fn send(&mut self, frame: FrameId, len: u32) -> bool {
         if self.can_send() {
-            self.nic.queue.push_back((frame, len));
+            // The NIC queues by priority, read from the frame as a switch would (PCP, else
+            // DSCP >> 3).
+            let prio = crate::parse::parse(&self.mem.data(frame)[..len as usize])
+                .map(|m| {
+                    let dscp = match m.l3 {
+                        crate::parse::L3::Ip { dscp, .. } => Some(dscp >> 3),
+                        crate::parse::L3::None => None,
+                    };
+                    m.pcp.or(dscp).unwrap_or(0)
+                })
+                .unwrap_or(0);
+            self.nic.push(prio, frame, len);
             true
         } else {
             self.nic.refused += 1;

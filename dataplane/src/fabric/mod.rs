@@ -307,7 +307,11 @@ impl Fabric {
                     nic_rate_bps: rate,
                     nic_delay_ps: delay,
                 },
-                nic: Nic::new(rate, delay, nic_limit),
+                nic: {
+                    let mut n = Nic::new(rate, delay, nic_limit);
+                    n.honor_pfc = nic.and_then(|n| n.honor_pfc).unwrap_or(sim.honor_pfc);
+                    n
+                },
                 peer: host_peer[i],
                 model: Box::new(UdpHost::default()),
                 rng: Rng::stream(seed, 0x1000_0000 + i as u64),
@@ -796,7 +800,16 @@ impl Fabric {
                 let nic = &mut self.hosts[h as usize].nic;
                 nic.rx_pkts += 1;
                 nic.rx_bytes += u64::from(len);
-                self.host_call(h as usize, |m, ctx| m.on_receive(ctx, f, len));
+                let data = &self.mem.data(f)[..len as usize];
+                if data.len() >= 14
+                    && data[12..14] == crate::wire::EtherType::MAC_CONTROL.to_be_bytes()
+                    && nic.on_pfc(data, now)
+                {
+                    self.mem.free(f);
+                    self.service_nic(h as usize);
+                } else {
+                    self.host_call(h as usize, |m, ctx| m.on_receive(ctx, f, len));
+                }
             }
             Peer::None => {
                 self.stats.unlinked += 1;
@@ -825,7 +838,7 @@ impl Fabric {
         }
         timers.clear();
         self.timers = timers;
-        if !self.hosts[h].nic.queue.is_empty() {
+        if self.hosts[h].nic.backlog() > 0 {
             self.service_nic(h);
         }
     }

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Mininet Python API example: a linear topology of Xoff switches whose links are shaped by
-Xoff (bw/delay link parameters), a ping check and one iperf3 TCP run between the end hosts.
+"""Mininet Python API example: Xoff switches whose links are shaped by Xoff (bw/delay link
+parameters), a ping check and one iperf3 TCP run from the first host to the last.
 
-    sudo deploy/mininet/sandbox.sh /usr/bin/python3 deploy/mininet/iperf_linear.py \\
-        --switches 3 --bw 100 --seconds 10
+    sudo deploy/mininet/sandbox.sh /usr/bin/python3 deploy/mininet/iperf3_ends.py \\
+        --topo linear,3 --bw 100 --seconds 10
 
 Prints `pingall: N% dropped`, then `iperf3: receiver X Mbit/s, sender Y Mbit/s,
 retransmits Z` and each switch's `xoff ctl stats` table.
@@ -19,14 +19,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from mininet.log import setLogLevel  # noqa: E402
 from mininet.net import Mininet  # noqa: E402
-from mininet.topo import LinearTopo  # noqa: E402
+from mininet.topo import LinearTopo, SingleSwitchTopo  # noqa: E402
+from mininet.topolib import TreeTopo  # noqa: E402
 
 from xoff_mininet import XoffSwitch  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--switches', type=int, default=3, help='switches in the chain (linear,N)')
+    ap.add_argument('--topo', default='linear,3',
+                    help='single,N | linear,N | tree,DEPTH[,FANOUT] (as mn --topo)')
     ap.add_argument('--bw', type=float, default=100, help='link rate, Mbit/s (Xoff shaper)')
     ap.add_argument('--delay', default=None, help="link delay, e.g. '1ms' (Xoff delay line)")
     ap.add_argument('--seconds', type=int, default=10, help='iperf3 duration')
@@ -42,7 +44,17 @@ def main():
     for kv in a.switch_opt:
         k, v = kv.split('=', 1)
         sopts[k] = int(v) if v.isdigit() else v
-    topo = LinearTopo(k=a.switches, n=1, lopts=lopts, sopts=sopts)
+    kind, _, rest = a.topo.partition(',')
+    nums = [int(x.split('=')[-1]) for x in rest.split(',') if x]
+    opts = dict(lopts=lopts, sopts=sopts)
+    if kind == 'single':
+        topo = SingleSwitchTopo(*(nums or [2]), **opts)
+    elif kind == 'linear':
+        topo = LinearTopo(*(nums or [2]), **opts)
+    elif kind == 'tree':
+        topo = TreeTopo(*(nums or [2]), **opts)
+    else:
+        ap.error('--topo %s: use single,N, linear,N or tree,DEPTH[,FANOUT]' % a.topo)
     # The default link class (plain veth, no tc): bw/delay reach XoffSwitch as link params.
     net = Mininet(topo=topo, switch=XoffSwitch, controller=None, waitConnected=True)
     net.start()
