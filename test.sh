@@ -3,6 +3,6 @@
 # Run as root (the tests create network namespaces, veth pairs and XDP programs).
 set -euo pipefail
 cd "$(dirname "$0")"
-deploy/install.sh
+deploy/install.sh --mininet   # Mininet for tools/tests/mininet.rs
 cargo build --release --workspace
 cargo test --release --workspace

@@ -259,6 +259,8 @@ impl Worker {
         let mut idle_rounds = 0u32;
         let mut last_house = Instant::now();
         let free_hi = self.ports.len() * xsk::RING as usize * 2 + 4096;
+        // Publish statistics before the first frame, so a control request never finds none.
+        self.housekeeping();
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock.now();
             let mut work = 0usize;

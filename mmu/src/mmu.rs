@@ -25,6 +25,12 @@ pub(crate) struct PgState {
     pub lossy: u32,
     /// Peak of `private + shared + headroom + lossy` since the last clear.
     pub peak: u32,
+    /// Peak of `headroom` since the last clear.
+    pub headroom_peak: u32,
+    /// Cells admitted since the last XOFF while it is asserted (what the upstream sent after
+    /// being told to pause, the quantity `η` budgets), and its peak since the last clear.
+    pub absorbed: u32,
+    pub absorbed_peak: u32,
     /// XOFF asserted toward the upstream (PFC OFF / DSH QOFF).
     pub paused: bool,
     pub pause_since_ps: u64,
@@ -54,6 +60,8 @@ pub(crate) struct PortState {
     pub shared: u32,
     /// DSH insurance cells in use.
     pub insurance: u32,
+    /// Peak of `insurance` since the last clear.
+    pub insurance_peak: u32,
     /// DSH POFF.
     pub paused: bool,
     pub pause_since_ps: u64,
@@ -223,6 +231,7 @@ impl Mmu {
                 alpha_q16: alpha,
                 shared: 0,
                 insurance: 0,
+                insurance_peak: 0,
                 paused: false,
                 pause_since_ps: 0,
                 paused_ps: 0,
@@ -501,6 +510,10 @@ impl Mmu {
     pub(crate) fn charge(&mut self, port: usize, pg: usize, seg: Segment, c: u32) {
         let st = &mut self.pgs[port * MAX_PGS + pg];
         let c64 = u64::from(c);
+        if st.paused && seg != Segment::Lossy {
+            st.absorbed += c;
+            st.absorbed_peak = st.absorbed_peak.max(st.absorbed);
+        }
         match seg {
             Segment::Private => {
                 st.private += c;
@@ -513,11 +526,15 @@ impl Mmu {
             }
             Segment::Headroom => {
                 st.headroom += c;
+                st.headroom_peak = st.headroom_peak.max(st.headroom);
                 self.occ.headroom += c64;
             }
             Segment::Insurance => {
                 st.headroom += c;
-                self.ports[port].insurance += c;
+                st.headroom_peak = st.headroom_peak.max(st.headroom);
+                let p = &mut self.ports[port];
+                p.insurance += c;
+                p.insurance_peak = p.insurance_peak.max(p.insurance);
                 self.occ.insurance += c64;
             }
             Segment::Lossy => {
@@ -568,6 +585,7 @@ impl Mmu {
         let st = &mut self.pgs[port * MAX_PGS + pg];
         st.paused = true;
         st.pause_since_ps = now_ps;
+        st.absorbed = 0;
         st.xoff += 1;
         self.counters.xoff += 1;
         self.events.push(FcEvent::Xoff { port, pg });

@@ -81,6 +81,12 @@ pub struct PgStats {
     pub headroom: u32,
     pub lossy: u32,
     pub peak: u32,
+    /// Peak of `headroom` since the last clear.
+    pub headroom_peak: u32,
+    /// Most cells admitted during one XOFF (from the XOFF decision, the crossing packet
+    /// excluded, until XON) since the last clear: what arrived after the pause was decided,
+    /// which `η` (Eq. 1) must cover.
+    pub absorbed_peak: u32,
     pub paused: bool,
     pub xoff: u64,
     pub xon: u64,
@@ -95,6 +101,8 @@ pub struct PortStats {
     pub port: usize,
     pub shared: u32,
     pub insurance: u32,
+    /// Peak of `insurance` since the last clear (DSH).
+    pub insurance_peak: u32,
     pub eta_cells: u32,
     pub headroom_cap_cells: u32,
     pub threshold_cells: u64,
@@ -157,6 +165,8 @@ impl Mmu {
                 headroom: s.headroom,
                 lossy: s.lossy,
                 peak: s.peak,
+                headroom_peak: s.headroom_peak,
+                absorbed_peak: s.absorbed_peak,
                 paused: s.paused,
                 xoff: s.xoff,
                 xon: s.xon,
@@ -172,6 +182,7 @@ impl Mmu {
                 port: i,
                 shared: p.shared,
                 insurance: p.insurance,
+                insurance_peak: p.insurance_peak,
                 eta_cells: p.eta_cells,
                 headroom_cap_cells: p.hdrm_cap,
                 threshold_cells: self.threshold_cells(i),
@@ -226,6 +237,11 @@ impl Mmu {
         self.lossy_peak = self.occ.lossy;
         for s in &mut self.pgs {
             s.peak = s.total();
+            s.headroom_peak = s.headroom;
+            s.absorbed_peak = if s.paused { s.absorbed } else { 0 };
+        }
+        for p in &mut self.ports {
+            p.insurance_peak = p.insurance;
         }
         for q in &mut self.queues {
             q.peak = q.cells;

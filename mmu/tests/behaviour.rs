@@ -296,6 +296,10 @@ fn sih_xoff_headroom_xon() {
         held.push(t);
     }
     assert_eq!(m.stats().occupancy.headroom, 200);
+    // Watermarks: 200 cells of headroom, all 50 packets (4 cells each) arrived after XOFF;
+    // the crossing packet is not counted.
+    let pg = &m.stats().pgs[4 * 8 + 2];
+    assert_eq!((pg.headroom_peak, pg.absorbed_peak), (200, 200));
     ev.clear();
     let mut now = 10;
     while let Some(t) = held.pop() {
@@ -375,6 +379,7 @@ fn dsh_queue_then_port_pause() {
         held.push((p, tk));
     }
     assert_eq!(m.stats().ports[7].insurance, 30 * 6);
+    assert_eq!(m.stats().ports[7].insurance_peak, 30 * 6);
     ev.clear();
     for (k, (p, t)) in held.drain(..).enumerate() {
         m.release(&p, t, 2_000_000 + k as u64);
@@ -389,6 +394,11 @@ fn dsh_queue_then_port_pause() {
     assert!(s.pgs.iter().all(|p| !p.paused) && s.ports.iter().all(|p| !p.paused));
     assert_eq!(s.counters.xoff, s.counters.xon);
     assert_eq!((s.counters.port_xoff, s.counters.port_xon), (1, 1));
+    // Peaks survive the drain until cleared.
+    assert_eq!(s.ports[7].insurance_peak, 30 * 6);
+    m.clear_watermarks();
+    assert_eq!(m.stats().ports[7].insurance_peak, 0);
+    assert!(m.stats().pgs.iter().all(|p| p.absorbed_peak == 0));
 }
 
 /// HPCC preset: 1-byte cells, 4 KiB reserve, headroom 3·C·D once per port, α shift 3 reduced

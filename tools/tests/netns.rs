@@ -348,3 +348,85 @@ fn bad_config_names_file_key_and_reason() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn mmu_occupancy_and_watermarks_move_under_iperf3_load() {
+    let _g = serial();
+    let bed = Bed::up(&topo("single.toml"), "o");
+    let idle = bed.stats("s1");
+    let mmu = |s: &dataplane::stats::SwitchSnapshot| s.mmu.clone().expect("single.toml has an MMU");
+    assert_eq!(mmu(&idle)["occupancy"]["lossy"].as_u64(), Some(0));
+    bed.iperf_server("h3");
+    let bed_ref = &bed;
+    let samples = std::thread::scope(|sc| {
+        let t = sc.spawn(move || {
+            let mut v = Vec::new();
+            for _ in 0..6 {
+                std::thread::sleep(Duration::from_millis(500));
+                v.push(bed_ref.stats("s1"));
+            }
+            v
+        });
+        bed_ref.iperf("h1", &["-c", "10.0.0.3", "-t", "4"]);
+        t.join().expect("sampler")
+    });
+    let occ: Vec<u64> = samples
+        .iter()
+        .map(|s| mmu(s)["occupancy"]["lossy"].as_u64().unwrap_or(0))
+        .collect();
+    let peak: Vec<u64> = samples
+        .iter()
+        .map(|s| mmu(s)["peak"]["lossy"].as_u64().unwrap_or(0))
+        .collect();
+    eprintln!("lossy occupancy (cells) {occ:?}, peak {peak:?}");
+    assert!(
+        occ.iter().any(|&c| c > 0),
+        "no buffer occupancy under load: {occ:?}"
+    );
+    assert!(
+        peak.last() > Some(&0) && peak.windows(2).all(|w| w[0] <= w[1]),
+        "watermark does not rise monotonically: {peak:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let after = bed.stats("s1");
+    assert_eq!(
+        mmu(&after)["occupancy"]["lossy"].as_u64(),
+        Some(0),
+        "buffer not released after the load"
+    );
+    assert_eq!(
+        mmu(&after)["counters"]["accounting_errors"].as_u64(),
+        Some(0)
+    );
+}
+
+#[test]
+fn two_workers_forward_and_shape_like_one() {
+    let _g = serial();
+    let bed = Bed::up_with(&topo("single.toml"), "w", &["--workers", "2"]);
+    for (a, b) in [("h1", "10.0.0.2"), ("h2", "10.0.0.3"), ("h3", "10.0.0.1")] {
+        assert!(bed.ping(a, b), "{a} cannot ping {b} with two workers");
+    }
+    bed.iperf_server("h3");
+    let v = bed.iperf("h1", &["-c", "10.0.0.3", "-t", "4"]);
+    let r = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    assert!(
+        (90.0..=100.0).contains(&r),
+        "TCP through a 100 Mbit/s port with two workers: {r:.2} Mbit/s"
+    );
+    // h1 (port 0, worker 0) to h3 (port 2, worker 0) stays local; h2 (port 1, worker 1) to h3
+    // crosses workers.
+    bed.iperf_server("h3");
+    let v = bed.iperf("h2", &["-c", "10.0.0.3", "-t", "3"]);
+    let r = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    assert!(
+        (90.0..=100.0).contains(&r),
+        "TCP across workers: {r:.2} Mbit/s"
+    );
+}
