@@ -109,7 +109,7 @@ fn downstream_switch_pauses_upstream_switch_without_loss() {
     let lines: Vec<&str> = text.lines().collect();
     eprintln!("{} PFC frames captured at h1", lines.len());
     assert!(
-        lines.iter().any(|l| *l == "0x0101\t0x0008\t65535"),
+        lines.contains(&"0x0101\t0x0008\t65535"),
         "no decoded XOFF: {lines:?}"
     );
     assert!(
