@@ -158,21 +158,29 @@ impl QueueSet {
     }
 
     /// Deficit round robin over the eligible (non-empty, unpaused) queues in `el`.
+    /// The round-robin pointer jumps straight to the next eligible queue (bit scan), so a
+    /// pick costs O(1) however many queues are idle. Emptied queues forfeit their deficit in
+    /// `dequeue`; paused ones keep it.
     fn pick_drr(&mut self, el: u128) -> usize {
         loop {
-            let q = self.rr;
-            if el & (1 << q) != 0 {
-                if !self.granted {
-                    self.deficit[q] += self.quantum;
-                    self.granted = true;
+            let above = el & (!0u128 << self.rr);
+            let q = if above != 0 {
+                above.trailing_zeros()
+            } else {
+                el.trailing_zeros()
+            } as usize;
+            if q != self.rr {
+                self.rr = q;
+                self.granted = false;
+            }
+            if !self.granted {
+                self.deficit[q] += self.quantum;
+                self.granted = true;
+            }
+            if let Some(h) = self.data[q].head_len() {
+                if self.deficit[q] >= u64::from(h) {
+                    return q;
                 }
-                if let Some(h) = self.data[q].head_len() {
-                    if self.deficit[q] >= u64::from(h) {
-                        return q;
-                    }
-                }
-            } else if self.data[q].is_empty() {
-                self.deficit[q] = 0;
             }
             self.advance();
         }

@@ -45,6 +45,7 @@ fn microbenchmark(mode: HeadroomMode, burst: Option<u64>) -> Topology {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/sim/dsh-microbenchmark.toml");
     let mut text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.matches(SHIPPED_BURST).count(), FANIN.count());
+    assert_eq!(text.matches(&format!("prio = {PRIO}\n")).count(), 18);
     assert_eq!(
         text.matches(&format!("start = \"{BURST_START_US}us\""))
             .count(),
