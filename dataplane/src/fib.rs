@@ -112,10 +112,31 @@ pub enum Forward {
     Drop(DropReason),
 }
 
+/// A multiplicative hash for IPv4 prefix keys: SipHash's DoS resistance buys nothing for a
+/// table the operator configures, and costs a third of a lookup.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PrefixHasher(u64);
+
+impl std::hash::Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type PrefixMap = HashMap<u32, usize, std::hash::BuildHasherDefault<PrefixHasher>>;
+
 /// IPv4 routes, one hash map per prefix length, searched longest first.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    by_len: Vec<(u8, HashMap<u32, usize>)>,
+    by_len: Vec<(u8, PrefixMap)>,
     groups: Vec<Vec<NextHop>>,
 }
 
@@ -134,7 +155,9 @@ impl RouteTable {
                 m.insert(key, gi);
             }
             None => {
-                self.by_len.push((len, HashMap::from([(key, gi)])));
+                let mut m = PrefixMap::default();
+                m.insert(key, gi);
+                self.by_len.push((len, m));
                 self.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
             }
         }

@@ -43,10 +43,11 @@ fn v6(a: IpAddr) -> Ipv6Addr {
 
 /// CRC-32 of `seed` (big-endian) followed by the tuple's canonical encoding.
 pub fn ecmp_hash(seed: u32, t: &FiveTuple) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&seed.to_be_bytes());
-    h.update(&t.encode());
-    h.finalize()
+    // One contiguous buffer: a single CRC call is markedly cheaper than two on 41 bytes.
+    let mut b = [0u8; 4 + FiveTuple::ENCODED_LEN];
+    b[..4].copy_from_slice(&seed.to_be_bytes());
+    b[4..].copy_from_slice(&t.encode());
+    crc32fast::hash(&b)
 }
 
 /// Index of the group member chosen for `t` among `n` members; `None` for an empty group.
