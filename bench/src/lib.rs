@@ -1,1 +1,6 @@
-//! Benchmarks for Xoff live in `benches/` (criterion) and in `xoff bench`.
+//! Benchmarks of Xoff: criterion micro-benchmarks live in `benches/`; this library holds the
+//! line-rate harness behind `xoff bench line-rate` and its traffic tools (an AF_XDP generator,
+//! a bare AF_XDP forwarder, sinks), all built on the data plane's port module.
+
+pub mod linerate;
+pub mod traffic;

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 /// How much earlier than the shaper's next deadline an adaptive worker asks to wake.
 const WAKE_EARLY_PS: u64 = 30_000_000;
 
+/// How long an adaptive worker spins without work before it sleeps.
+const IDLE_SPIN_PS: u64 = 20_000_000;
+
 /// How workers wait when there is nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollMode {
@@ -256,7 +259,8 @@ impl Worker {
         let mut comp = Vec::with_capacity(xsk::RING as usize);
         let mut handoff = Vec::new();
         let mut fc = Vec::new();
-        let mut idle_rounds = 0u32;
+        // Start of the current run of idle rounds (0: busy).
+        let mut idle_since = 0u64;
         let mut last_house = Instant::now();
         let free_hi = self.ports.len() * xsk::RING as usize * 2 + 4096;
         // Publish statistics before the first frame, so a control request never finds none.
@@ -358,11 +362,17 @@ impl Worker {
                 self.housekeeping();
             }
             if work > 0 {
-                idle_rounds = 0;
+                idle_since = 0;
             } else if self.poll == PollMode::Adaptive {
-                idle_rounds += 1;
-                if idle_rounds > 256 {
-                    self.sleep(clock.now());
+                // Spin for a short while (a burst's next frame is usually microseconds away),
+                // then sleep until a frame arrives or the shaper is due. Bounding the spin by
+                // time, not rounds, lets a shaped port sleep between its frames.
+                let t = clock.now();
+                if idle_since == 0 {
+                    idle_since = t;
+                } else if t - idle_since > IDLE_SPIN_PS {
+                    self.sleep(t);
+                    idle_since = 0;
                 }
             }
         }

@@ -118,50 +118,15 @@ impl XdpAttachment {
                 .u32(8, 4)
                 .u32(12, queues.max(1)),
         )?);
-        let prog_bytes = redirect_program(map.as_raw_fd());
-        let license = b"GPL\0";
-        let mut log = vec![0u8; 4096];
-        let mut a = Attr::new();
-        a.u32(0, BPF_PROG_TYPE_XDP)
-            .u32(4, (prog_bytes.len() / 8) as u32)
-            .u64(8, prog_bytes.as_ptr() as u64)
-            .u64(16, license.as_ptr() as u64)
-            .u32(24, 1)
-            .u32(28, log.len() as u32)
-            .u64(32, log.as_mut_ptr() as u64)
-            .u32(68, BPF_XDP);
-        a.0[48..56].copy_from_slice(b"xoff_rx\0");
-        let prog = match bpf(BPF_PROG_LOAD, &mut a) {
-            Ok(fd) => owned(fd),
-            Err(e) => {
-                let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-                let msg = String::from_utf8_lossy(&log[..end]).to_string();
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("loading XDP program: {e}; verifier: {msg}"),
-                ));
-            }
-        };
+        let prog = load_xdp(&redirect_program(map.as_raw_fd()), b"xoff_rx\0")?;
         let modes: &[XdpMode] = match force {
             Some(m) => &[m][..],
             None => &[XdpMode::Native, XdpMode::Generic][..],
         };
         let mut last = None;
         for &mode in modes {
-            let mut l = Attr::new();
-            l.u32(0, prog.as_raw_fd() as u32)
-                .u32(4, ifindex)
-                .u32(8, BPF_XDP)
-                .u32(12, mode.flags());
-            match bpf(BPF_LINK_CREATE, &mut l) {
-                Ok(fd) => {
-                    return Ok(XdpAttachment {
-                        map,
-                        _prog: prog,
-                        _link: owned(fd),
-                        mode,
-                    })
-                }
+            match link_xdp(&prog, ifindex, mode) {
+                Ok(link) => return Ok(XdpAttachment { map, _prog: prog, _link: link, mode }),
                 Err(e) => last = Some(e),
             }
         }
@@ -178,6 +143,95 @@ impl XdpAttachment {
             .u64(16, &val as *const u32 as u64)
             .u64(24, 0);
         bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(|_| ())
+    }
+}
+
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+const XDP_DROP: i32 = 1;
+
+/// The counting sink program: `counter[0] += 1; return XDP_DROP;`.
+pub fn count_drop_program(map_fd: RawFd) -> Vec<u8> {
+    [
+        insn(0x62, 10, 0, -4, 0),                      // *(u32 *)(r10 - 4) = 0   (key)
+        insn(0xbf, 2, 10, 0, 0),                       // r2 = r10
+        insn(0x07, 2, 0, 0, -4),                       // r2 += -4
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),   // r1 = &counter (ld_imm64, 1/2)
+        insn(0, 0, 0, 0, 0),                           //               (ld_imm64, 2/2)
+        insn(0x85, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM), // r0 = bpf_map_lookup_elem(r1, r2)
+        insn(0x15, 0, 0, 2, 0),                        // if r0 == 0 goto +2
+        insn(0xb7, 1, 0, 0, 1),                        // r1 = 1
+        insn(0xdb, 0, 1, 0, 0),                        // lock *(u64 *)(r0 + 0) += r1
+        insn(0xb7, 0, 0, 0, XDP_DROP),                 // r0 = XDP_DROP
+        insn(0x95, 0, 0, 0, 0),                        // return r0
+    ]
+    .concat()
+}
+
+fn load_xdp(prog_bytes: &[u8], name: &[u8; 8]) -> io::Result<OwnedFd> {
+    let license = b"GPL\0";
+    let mut log = vec![0u8; 4096];
+    let mut a = Attr::new();
+    a.u32(0, BPF_PROG_TYPE_XDP)
+        .u32(4, (prog_bytes.len() / 8) as u32)
+        .u64(8, prog_bytes.as_ptr() as u64)
+        .u64(16, license.as_ptr() as u64)
+        .u32(24, 1)
+        .u32(28, log.len() as u32)
+        .u64(32, log.as_mut_ptr() as u64)
+        .u32(68, BPF_XDP);
+    a.0[48..56].copy_from_slice(name);
+    match bpf(BPF_PROG_LOAD, &mut a) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+            let msg = String::from_utf8_lossy(&log[..end]).to_string();
+            Err(io::Error::new(e.kind(), format!("loading XDP program: {e}; verifier: {msg}")))
+        }
+    }
+}
+
+fn link_xdp(prog: &OwnedFd, ifindex: u32, mode: XdpMode) -> io::Result<OwnedFd> {
+    let mut l = Attr::new();
+    l.u32(0, prog.as_raw_fd() as u32).u32(4, ifindex).u32(8, BPF_XDP).u32(12, mode.flags());
+    bpf(BPF_LINK_CREATE, &mut l).map(owned)
+}
+
+/// A sink that counts and drops every frame arriving on an interface, in the kernel: the
+/// cheapest possible receiver, so a benchmark measures the device under test, not the sink.
+#[derive(Debug)]
+pub struct XdpCounter {
+    map: OwnedFd,
+    _prog: OwnedFd,
+    _link: OwnedFd,
+    pub mode: XdpMode,
+}
+
+impl XdpCounter {
+    pub fn attach(ifindex: u32) -> io::Result<Self> {
+        let map = owned(bpf(BPF_MAP_CREATE, Attr::new().u32(0, BPF_MAP_TYPE_ARRAY).u32(4, 4).u32(8, 8).u32(12, 1))?);
+        let prog = load_xdp(&count_drop_program(map.as_raw_fd()), b"xoff_cnt")?;
+        let mut last = None;
+        for mode in [XdpMode::Native, XdpMode::Generic] {
+            match link_xdp(&prog, ifindex, mode) {
+                Ok(link) => return Ok(XdpCounter { map, _prog: prog, _link: link, mode }),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no XDP mode")))
+    }
+
+    /// Frames counted so far.
+    pub fn count(&self) -> io::Result<u64> {
+        let key: u32 = 0;
+        let mut val: u64 = 0;
+        let mut a = Attr::new();
+        a.u32(0, self.map.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, &mut val as *mut u64 as u64);
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut a)?;
+        Ok(val)
     }
 }
 

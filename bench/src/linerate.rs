@@ -1,0 +1,580 @@
+//! `xoff bench line-rate`: forwarding rate, CPU per packet and latency of Xoff side by side with
+//! its peers, measured in the same run on the same machine.
+//!
+//! Setup: three namespaces, `gen` ─ `dut` ─ `sink`, joined by veth. The generator is an AF_XDP
+//! sender (`xoff bench gen`) pinned to one core; the device under test forwards between `d1`
+//! and `d2`, pinned to the other; the sink is an XDP program that counts and drops
+//! (`xoff bench sink`), or, for latency, an AF_XDP receiver reading send timestamps.
+//! For every frame size and peer: the received rate at the sink over the steady middle of a
+//! maximum-rate run, the DUT's CPU time per forwarded packet (from /proc: the DUT's processes,
+//! or, for the kernel bridge, all CPU time but the generator's), the whole machine's CPU per
+//! packet, and one-way latency p50/p99 at half the measured maximum rate.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options of a harness run.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub xoff: PathBuf,
+    pub duration: f64,
+    pub sizes: Vec<usize>,
+    pub peers: Vec<String>,
+    pub results: Option<PathBuf>,
+}
+
+/// Every peer the harness knows, in report order.
+pub const PEERS: &[&str] = &["xoff", "xoff-pfc", "fwd", "bridge", "ovs-afxdp", "ovs-system", "testpmd"];
+
+/// One measurement.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Row {
+    pub peer: String,
+    pub size: usize,
+    /// Frames per second received at the sink; `None` if the peer could not run.
+    pub pps: Option<f64>,
+    /// Offered by the generator over the same window.
+    pub offered_pps: Option<f64>,
+    pub dut_cpu_ns_per_pkt: Option<f64>,
+    pub machine_cpu_ns_per_pkt: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Why the peer did not run, or anything unusual.
+    pub note: String,
+    /// Busy CPU share just before the measurement (foreign load).
+    pub load_before: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub date: String,
+    pub machine: String,
+    pub kernel: String,
+    pub commit: String,
+    pub rows: Vec<Row>,
+    pub idle_cpu_adaptive: Option<f64>,
+    pub idle_cpu_busy: Option<f64>,
+}
+
+const GEN_MAC: &str = "02:58:00:00:00:01";
+const SINK_MAC: &str = "02:58:00:00:00:02";
+
+fn sh(args: &[&str]) -> Result<String> {
+    let out = Command::new(args[0]).args(&args[1..]).stdin(Stdio::null()).output().with_context(|| args.join(" "))?;
+    if !out.status.success() {
+        bail!("`{}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// (busy, total) jiffies of the whole machine.
+fn cpu_jiffies() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// utime + stime of a process (all threads), jiffies.
+fn proc_jiffies(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn jiffy_ns() -> f64 {
+    1e9 / 100.0
+}
+
+/// Waits (up to 15 s) until the machine is nearly idle; returns the busy share seen last.
+fn wait_quiet() -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (b0, t0) = cpu_jiffies();
+        std::thread::sleep(Duration::from_millis(500));
+        let (b1, t1) = cpu_jiffies();
+        let busy = (b1 - b0) as f64 / (t1 - t0).max(1) as f64;
+        if busy < 0.10 || Instant::now() > deadline {
+            return busy;
+        }
+    }
+}
+
+/// Processes using CPU right now (for the record of what else ran).
+fn foreign_load() -> String {
+    let out = sh(&["ps", "-eo", "pcpu,comm", "--sort=-pcpu", "--no-headers"]).unwrap_or_default();
+    out.lines().take(4).map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join(", ")
+}
+
+struct Net {
+    prefix: String,
+}
+
+impl Net {
+    fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.prefix)
+    }
+
+    fn exec(&self, n: &str, args: &[&str]) -> Result<String> {
+        let ns = self.ns(n);
+        let mut v = vec!["ip", "netns", "exec", ns.as_str()];
+        v.extend_from_slice(args);
+        sh(&v)
+    }
+
+    fn up(prefix: &str) -> Result<Net> {
+        let net = Net { prefix: prefix.to_string() };
+        for n in ["gen", "dut", "sink"] {
+            sh(&["ip", "netns", "add", &net.ns(n)])?;
+            net.exec(n, &["ip", "link", "set", "lo", "up"])?;
+            net.exec(n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+        }
+        for (a, an, ai, b, bn, bi) in [("gen", "eth0", GEN_MAC, "dut", "d1", ""), ("dut", "d2", "", "sink", "eth0", SINK_MAC)] {
+            let ta = format!("xb{}{an}", std::process::id() % 100_000);
+            let tb = format!("xb{}{bn}", std::process::id() % 100_000);
+            sh(&["ip", "link", "add", &ta, "type", "veth", "peer", "name", &tb])?;
+            for (t, node, name, mac) in [(&ta, a, an, ai), (&tb, b, bn, bi)] {
+                sh(&["ip", "link", "set", t, "netns", &net.ns(node)])?;
+                net.exec(node, &["ip", "link", "set", t, "name", name])?;
+                if !mac.is_empty() {
+                    net.exec(node, &["ip", "link", "set", name, "address", mac])?;
+                }
+                net.exec(node, &["ip", "link", "set", name, "up"])?;
+            }
+        }
+        Ok(net)
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for n in ["gen", "dut", "sink"] {
+            if let Ok(p) = sh(&["ip", "netns", "pids", &self.ns(n)]) {
+                for pid in p.split_whitespace() {
+                    let _ = sh(&["kill", "-9", pid]);
+                }
+            }
+            let _ = sh(&["ip", "netns", "del", &self.ns(n)]);
+        }
+    }
+}
+
+/// A running device under test.
+struct Dut {
+    children: Vec<Child>,
+    /// Processes whose CPU time is the DUT's (empty: kernel forwarding).
+    pids: Vec<u32>,
+    cleanup: Vec<Vec<String>>,
+}
+
+impl Drop for Dut {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = sh(&["kill", "-INT", &c.id().to_string()]);
+        }
+        let t = Instant::now();
+        for c in &mut self.children {
+            while t.elapsed() < Duration::from_secs(3) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for cmd in &self.cleanup {
+            let v: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            let _ = sh(&v);
+        }
+        // Let the interfaces be re-bound (AF_XDP: ~30 ms busy after close).
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn dut_topology(pfc: bool) -> String {
+    let extra = if pfc { "pfc = { enable_mask = 8 }\n" } else { "" };
+    format!(
+        r#"name = "bench"
+[[switch]]
+name = "dut"
+defaults = {{ rate = "100Gbit", queues = 8 }}
+port = [{{ name = "d1" }}, {{ name = "d2" }}]
+buffer = {{ buffer_bytes = 4000000, lossless_pgs = [3] }}
+{extra}[[host]]
+name = "gen"
+ip = "10.9.0.1/24"
+mac = "{GEN_MAC}"
+[[host]]
+name = "sink"
+ip = "10.9.0.2/24"
+mac = "{SINK_MAC}"
+[[link]]
+a = "gen"
+b = "dut:d1"
+[[link]]
+a = "sink"
+b = "dut:d2"
+"#
+    )
+}
+
+fn spawn_in(net: &Net, node: &str, core: &str, args: &[&str], log: &Path) -> Result<Child> {
+    let f = std::fs::File::create(log)?;
+    Command::new("taskset")
+        .args(["-c", core, "ip", "netns", "exec", &net.ns(node)])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        .spawn()
+        .with_context(|| format!("spawn {}", args.join(" ")))
+}
+
+fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
+    let xoff = opts.xoff.to_string_lossy().to_string();
+    let log = dir.join(format!("{peer}.log"));
+    let mut d = Dut { children: Vec::new(), pids: Vec::new(), cleanup: Vec::new() };
+    match peer {
+        "xoff" | "xoff-pfc" => {
+            let cfg = dir.join(format!("{peer}.toml"));
+            std::fs::write(&cfg, dut_topology(peer == "xoff-pfc"))?;
+            let sock = dir.join(format!("{peer}.sock"));
+            let c = spawn_in(net, "dut", "0", &[&xoff, "run", "--config", &cfg.to_string_lossy(), "--switch", "dut", "--ctl", &sock.to_string_lossy()], &log)?;
+            d.pids.push(c.id());
+            d.children.push(c);
+            let t = Instant::now();
+            while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err() {
+                if t.elapsed() > Duration::from_secs(10) {
+                    bail!("xoff did not start: {}", tail(&log));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        "fwd" => {
+            let c = spawn_in(net, "dut", "0", &[&xoff, "bench", "fwd", "--a", "d1", "--b", "d2"], &log)?;
+            d.pids.push(c.id());
+            d.children.push(c);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        "bridge" => {
+            net.exec("dut", &["ip", "link", "add", "br0", "type", "bridge"])?;
+            net.exec("dut", &["ip", "link", "set", "d1", "master", "br0"])?;
+            net.exec("dut", &["ip", "link", "set", "d2", "master", "br0"])?;
+            net.exec("dut", &["ip", "link", "set", "br0", "up"])?;
+            let ns = net.ns("dut");
+            d.cleanup.push(["ip", "netns", "exec", &ns, "ip", "link", "del", "br0"].iter().map(|s| s.to_string()).collect());
+        }
+        "ovs-afxdp" | "ovs-system" => start_ovs(peer, net, dir, &mut d)?,
+        "testpmd" => {
+            let bin = ["dpdk-testpmd", "testpmd"].into_iter().find(|b| which(b)).context("dpdk-testpmd is not installed")?;
+            let prefix = format!("xoffbench{}", std::process::id());
+            let c = spawn_in(
+                net,
+                "dut",
+                "0",
+                &[
+                    bin, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--no-huge", "-m", "1024", "--file-prefix", &prefix, "--vdev", "net_af_xdp0,iface=d1",
+                    "--vdev", "net_af_xdp1,iface=d2", "--", "--forward-mode=io", "--nb-cores=1", "--total-num-mbufs=32768", "--auto-start",
+                ],
+                &log,
+            )?;
+            d.pids.push(c.id());
+            d.children.push(c);
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        other => bail!("unknown peer `{other}`"),
+    }
+    Ok(d)
+}
+
+fn which(b: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {b}")]).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+}
+
+fn tail(p: &Path) -> String {
+    let s = std::fs::read_to_string(p).unwrap_or_default();
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
+}
+
+fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
+    if !which("ovs-vswitchd") {
+        bail!("Open vSwitch is not installed (deploy/install.sh --bench)");
+    }
+    let od = dir.join(peer);
+    std::fs::create_dir_all(&od)?;
+    let o = od.to_string_lossy().to_string();
+    let db = format!("{o}/conf.db");
+    let sock = format!("unix:{o}/db.sock");
+    let schema = ["/usr/share/openvswitch/vswitch.ovsschema"].into_iter().find(|p| Path::new(p).exists()).context("OVS schema not found")?;
+    let env = [("OVS_RUNDIR", o.as_str()), ("OVS_DBDIR", o.as_str()), ("OVS_LOGDIR", o.as_str()), ("OVS_SYSCONFDIR", o.as_str())];
+    let run = |args: &[&str]| -> Result<()> {
+        let ns = net.ns("dut");
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0", "ip", "netns", "exec", &ns]).args(args).stdin(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output()?;
+        if !out.status.success() {
+            bail!("`{}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(())
+    };
+    run(&["ovsdb-tool", "create", &db, schema])?;
+    run(&["ovsdb-server", &db, &format!("--remote=p{sock}"), &format!("--pidfile={o}/ovsdb.pid"), "--detach", &format!("--log-file={o}/ovsdb.log")])?;
+    run(&["ovs-vsctl", &format!("--db={sock}"), "--no-wait", "init"])?;
+    run(&["ovs-vswitchd", &sock, &format!("--pidfile={o}/vswitchd.pid"), "--detach", &format!("--log-file={o}/vswitchd.log")])?;
+    for f in ["ovsdb.pid", "vswitchd.pid"] {
+        let pid: u32 = std::fs::read_to_string(od.join(f)).unwrap_or_default().trim().parse().unwrap_or(0);
+        if pid != 0 {
+            if f == "vswitchd.pid" {
+                d.pids.push(pid);
+            }
+            d.cleanup.push(vec!["kill".into(), pid.to_string()]);
+        }
+    }
+    let vs = |extra: &[&str]| -> Result<()> {
+        let mut a = vec!["ovs-vsctl".to_string(), format!("--db={sock}"), "--timeout=20".into()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let v: Vec<&str> = a.iter().map(String::as_str).collect();
+        run(&v)
+    };
+    vs(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"])?;
+    for p in ["d1", "d2"] {
+        if peer == "ovs-afxdp" {
+            vs(&["add-port", "br0", p, "--", "set", "interface", p, "type=afxdp", "options:xdp-mode=best-effort"])?;
+        } else {
+            vs(&["add-port", "br0", p])?;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(())
+}
+
+/// Sink counts, read from the `xoff bench sink` child: (seconds since start, frames).
+fn read_counts(child: &mut Child) -> Vec<(f64, u64)> {
+    let Some(out) = child.stdout.take() else { return Vec::new() };
+    BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            match (w.next(), w.next(), w.next()) {
+                (Some("count"), Some(t), Some(n)) => Some((t.parse().ok()?, n.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
+    let mut row = Row { peer: peer.into(), size, ..Default::default() };
+    row.load_before = wait_quiet();
+    if row.load_before >= 0.10 {
+        row.note = format!("machine busy before the run ({:.0}%: {})", row.load_before * 100.0, foreign_load());
+    }
+    let dut = match start_dut(peer, net, opts, dir) {
+        Ok(d) => d,
+        Err(e) => {
+            row.note = format!("cannot run: {e:#}");
+            return row;
+        }
+    };
+    let xoff = opts.xoff.to_string_lossy().to_string();
+    let dur = opts.duration;
+    let dur_s = format!("{dur}");
+    let size_s = size.to_string();
+    // Maximum rate.
+    let sink = Command::new("ip")
+        .args(["netns", "exec", &net.ns("sink"), &xoff, "bench", "sink", "--iface", "eth0", "--duration", &format!("{}", dur + 1.0)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut sink) = sink else {
+        row.note = "cannot start the sink".into();
+        return row;
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let gen_log = dir.join("gen.log");
+    let gen = spawn_in(net, "gen", "1", &[&xoff, "bench", "gen", "--iface", "eth0", "--src-mac", GEN_MAC, "--dst-mac", SINK_MAC, "--size", &size_s, "--duration", &dur_s], &gen_log);
+    let Ok(gen) = gen else {
+        row.note = "cannot start the generator".into();
+        return row;
+    };
+    // Sample CPU over the steady middle of the run.
+    let w0 = 1.0_f64.min(dur / 4.0);
+    let w1 = (dur - 0.5).max(w0 + 0.5);
+    std::thread::sleep(Duration::from_secs_f64(w0));
+    let (m0, dpid0, g0, t0) = (cpu_jiffies().0, dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(), proc_jiffies(gen.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs_f64(w1 - w0));
+    let (m1, dpid1, g1, t1) = (cpu_jiffies().0, dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(), proc_jiffies(gen.id()), Instant::now());
+    let mut gen = gen;
+    let _ = gen.wait();
+    let sent_line = std::fs::read_to_string(&gen_log).ok().and_then(|t| t.lines().find_map(|l| l.strip_prefix("sent ").map(str::to_string)));
+    let counts = read_counts(&mut sink);
+    let _ = sink.wait();
+    let at = |t: f64| counts.iter().min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs())).map(|&(ts, n)| (ts, n));
+    match (at(w0 + 0.3), at(w1 + 0.3)) {
+        (Some((ta, a)), Some((tb, b))) if tb > ta && b > a => {
+            let pps = (b - a) as f64 / (tb - ta);
+            row.pps = Some(pps);
+            let pkts = pps * (t1 - t0).as_secs_f64();
+            let dut_j = if dut.pids.is_empty() { (m1 - m0).saturating_sub(g1 - g0) } else { dpid1 - dpid0 };
+            row.dut_cpu_ns_per_pkt = Some(dut_j as f64 * jiffy_ns() / pkts);
+            row.machine_cpu_ns_per_pkt = Some((m1 - m0) as f64 * jiffy_ns() / pkts);
+        }
+        _ => {
+            row.note = format!("nothing forwarded ({} sink samples); DUT log: {}", counts.len(), tail(&dir.join(format!("{peer}.log"))));
+            return row;
+        }
+    }
+    if let Some(s) = sent_line.and_then(|s| s.trim().parse::<f64>().ok()) {
+        row.offered_pps = Some(s / dur);
+    }
+    // Latency at half the measured maximum.
+    if let Some(pps) = row.pps {
+        let rate = format!("{:.0}", pps / 2.0);
+        let ld = format!("{}", dur.min(3.0));
+        let lsink = Command::new("taskset")
+            .args(["-c", "1", "ip", "netns", "exec", &net.ns("sink"), &xoff, "bench", "sink", "--iface", "eth0", "--latency", "--duration", &format!("{}", dur.min(3.0) + 1.0)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        if let Ok(lsink) = lsink {
+            std::thread::sleep(Duration::from_millis(500));
+            if let Ok(mut g) = spawn_in(net, "gen", "1", &[&xoff, "bench", "gen", "--iface", "eth0", "--src-mac", GEN_MAC, "--dst-mac", SINK_MAC, "--size", &size_s, "--duration", &ld, "--rate", &rate, "--stamp"], &gen_log) {
+                let _ = g.wait();
+            }
+            if let Ok(out) = lsink.wait_with_output() {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+                    row.p50_us = v["p50_ns"].as_f64().map(|x| x / 1e3);
+                    row.p99_us = v["p99_ns"].as_f64().map(|x| x / 1e3);
+                }
+            }
+        }
+    }
+    drop(dut);
+    row
+}
+
+/// Idle CPU share of `xoff run` in a poll mode, over 3 s.
+fn idle_cpu(net: &Net, opts: &Opts, dir: &Path, poll: &str) -> Option<f64> {
+    let cfg = dir.join("idle.toml");
+    std::fs::write(&cfg, dut_topology(false)).ok()?;
+    let sock = dir.join("idle.sock");
+    let xoff = opts.xoff.to_string_lossy().to_string();
+    let mut c = spawn_in(net, "dut", "0", &[&xoff, "run", "--config", &cfg.to_string_lossy(), "--switch", "dut", "--ctl", &sock.to_string_lossy(), "--poll", poll], &dir.join("idle.log")).ok()?;
+    let t = Instant::now();
+    while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (j0, t0) = (proc_jiffies(c.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let (j1, t1) = (proc_jiffies(c.id()), Instant::now());
+    let _ = sh(&["kill", "-TERM", &c.id().to_string()]);
+    let _ = c.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    Some((j1 - j0) as f64 * jiffy_ns() / (t1 - t0).as_nanos() as f64)
+}
+
+/// Runs the harness.
+pub fn run(opts: &Opts) -> Result<Report> {
+    let dir = std::env::temp_dir().join(format!("xoff-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let net = Net::up(&format!("xb{}", std::process::id() % 100_000))?;
+    let mut rows = Vec::new();
+    for &size in &opts.sizes {
+        for peer in &opts.peers {
+            eprintln!("measuring {peer} at {size} B ...");
+            let r = measure(peer, size, &net, opts, &dir);
+            eprintln!("  {}", short(&r));
+            rows.push(r);
+        }
+    }
+    let idle_cpu_adaptive = idle_cpu(&net, opts, &dir, "adaptive");
+    let idle_cpu_busy = idle_cpu(&net, opts, &dir, "busy");
+    drop(net);
+    let _ = std::fs::remove_dir_all(&dir);
+    let commit = sh(&["git", "-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]).unwrap_or_default().trim().to_string();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpu.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("?").trim().to_string();
+    let report = Report {
+        date: sh(&["date", "-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default().trim().to_string(),
+        machine: format!("{} × {model}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        kernel: sh(&["uname", "-r"]).unwrap_or_default().trim().to_string(),
+        commit,
+        rows,
+        idle_cpu_adaptive,
+        idle_cpu_busy,
+    };
+    if let Some(p) = &opts.results {
+        let mut text = std::fs::read_to_string(p).unwrap_or_else(|_| "# Line-rate results\n\nAppended by `xoff bench line-rate`; ratios are against xoff in the same run.\n".into());
+        text.push_str(&markdown(&report));
+        std::fs::write(p, text)?;
+    }
+    Ok(report)
+}
+
+fn short(r: &Row) -> String {
+    match r.pps {
+        Some(p) => format!("{:.3} Mpps, DUT {:.0} ns/pkt, p99 {:?} us {}", p / 1e6, r.dut_cpu_ns_per_pkt.unwrap_or(0.0), r.p99_us, r.note),
+        None => r.note.clone(),
+    }
+}
+
+fn f(v: Option<f64>, scale: f64, prec: usize) -> String {
+    v.map(|x| format!("{:.*}", prec, x / scale)).unwrap_or_else(|| "-".into())
+}
+
+/// The report as a text table with ratios to xoff.
+pub fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{} on {} (kernel {}, commit {})", r.date, r.machine, r.kernel, r.commit);
+    let _ = writeln!(
+        s,
+        "{:<11} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  note",
+        "peer", "size", "Mpps", "xoff/x", "DUT ns/p", "x/xoff", "machine ns", "p50 us", "p99 us", "x/xoff"
+    );
+    for row in &r.rows {
+        let base = r.rows.iter().find(|x| x.peer == "xoff" && x.size == row.size);
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<11} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  {}",
+            row.peer,
+            row.size,
+            f(row.pps, 1e6, 3),
+            ratio(base.and_then(|b| b.pps), row.pps),
+            f(row.dut_cpu_ns_per_pkt, 1.0, 0),
+            ratio(row.dut_cpu_ns_per_pkt, base.and_then(|b| b.dut_cpu_ns_per_pkt)),
+            f(row.machine_cpu_ns_per_pkt, 1.0, 0),
+            f(row.p50_us, 1.0, 1),
+            f(row.p99_us, 1.0, 1),
+            ratio(row.p99_us, base.and_then(|b| b.p99_us)),
+            row.note
+        );
+    }
+    let _ = writeln!(s, "idle xoff run: adaptive {} % CPU, busy {} % CPU", f(r.idle_cpu_adaptive.map(|x| x * 100.0), 1.0, 1), f(r.idle_cpu_busy.map(|x| x * 100.0), 1.0, 1));
+    s
+}
+
+fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## {} — {} — kernel {} — commit {}\n", r.date, r.machine, r.kernel, r.commit);
+    let _ = writeln!(s, "```\n{}```", table(r));
+    s
+}
