@@ -38,9 +38,22 @@ pub struct GenOpts {
 fn template(o: &GenOpts) -> Vec<u8> {
     let size = o.size.max(60);
     let mut f = vec![0u8; size];
-    EthernetRepr { src: o.src_mac, dst: o.dst_mac, ethertype: EtherType::IPV4 }.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    Ipv4Repr { src: o.src_ip, dst: o.dst_ip, protocol: 17, dscp: o.dscp, ecn: 0, ttl: 64, payload_len: size - 34 }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]));
+    EthernetRepr {
+        src: o.src_mac,
+        dst: o.dst_mac,
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    Ipv4Repr {
+        src: o.src_ip,
+        dst: o.dst_ip,
+        protocol: 17,
+        dscp: o.dscp,
+        ecn: 0,
+        ttl: 64,
+        payload_len: size - 34,
+    }
+    .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]));
     f[34..36].copy_from_slice(&9u16.to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
     f[38..40].copy_from_slice(&((size - 34) as u16).to_be_bytes());
@@ -49,7 +62,8 @@ fn template(o: &GenOpts) -> Vec<u8> {
 
 /// Sends frames for `duration`; returns how many the kernel accepted.
 pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
-    let (mut ports, mut mem) = open_ports(std::slice::from_ref(&o.iface), 8192, None).map_err(io::Error::other)?;
+    let (mut ports, mut mem) =
+        open_ports(std::slice::from_ref(&o.iface), 8192, None).map_err(io::Error::other)?;
     let port = &mut ports[0];
     let t = template(o);
     let mut free = mem.take_free(usize::MAX);
@@ -70,7 +84,13 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
             let due = (start.elapsed().as_secs_f64() * r) as u64;
             n = n.min(due.saturating_sub(sent) as usize);
             if n == 0 {
-                std::hint::spin_loop();
+                // Ahead of schedule: sleep rather than spin, so a paced generator leaves the
+                // CPU to the device under test and the sink.
+                let next = (sent + 1) as f64 / r;
+                let wait = next - start.elapsed().as_secs_f64();
+                if wait > 100e-6 {
+                    std::thread::sleep(Duration::from_secs_f64(wait - 50e-6));
+                }
                 continue;
             }
         }
@@ -79,7 +99,9 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
             let Some(f) = free.pop() else { break };
             if o.stamp {
                 let ts = monotonic_ns();
-                mem.with_mut(f, |d| d[STAMP_OFF..STAMP_OFF + 8].copy_from_slice(&ts.to_be_bytes()));
+                mem.with_mut(f, |d| {
+                    d[STAMP_OFF..STAMP_OFF + 8].copy_from_slice(&ts.to_be_bytes())
+                });
             }
             batch.push((f, len));
         }
@@ -92,7 +114,8 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
 
 /// The bare forwarder: whatever arrives on one port leaves on the other, nothing else.
 pub fn forward(a: &str, b: &str, stop: &AtomicBool) -> io::Result<u64> {
-    let (mut ports, mut mem) = open_ports(&[a.to_string(), b.to_string()], 16384, None).map_err(io::Error::other)?;
+    let (mut ports, mut mem) =
+        open_ports(&[a.to_string(), b.to_string()], 16384, None).map_err(io::Error::other)?;
     let mut free = mem.take_free(usize::MAX);
     let mut rx = Vec::with_capacity(64);
     let mut pending: [Vec<(FrameId, u32)>; 2] = [Vec::new(), Vec::new()];
@@ -132,8 +155,13 @@ pub struct LatencyReport {
     pub max_ns: u64,
 }
 
-pub fn sink_latency(iface: &str, duration: Duration, stop: &AtomicBool) -> io::Result<LatencyReport> {
-    let (mut ports, mut mem) = open_ports(&[iface.to_string()], 8192, None).map_err(io::Error::other)?;
+pub fn sink_latency(
+    iface: &str,
+    duration: Duration,
+    stop: &AtomicBool,
+) -> io::Result<LatencyReport> {
+    let (mut ports, mut mem) =
+        open_ports(&[iface.to_string()], 8192, None).map_err(io::Error::other)?;
     let mut free = mem.take_free(usize::MAX);
     let mut rx = Vec::with_capacity(64);
     let mut lat: Vec<u64> = Vec::with_capacity(1 << 20);
@@ -141,7 +169,13 @@ pub fn sink_latency(iface: &str, duration: Duration, stop: &AtomicBool) -> io::R
     while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
         ports[0].refill(&mut free);
         rx.clear();
-        ports[0].rx_burst(&mut rx, 64);
+        if ports[0].rx_burst(&mut rx, 64) == 0 {
+            // Block until a frame arrives: the sink must not take CPU from what it measures.
+            if let Some(fd) = ports[0].poll_fd() {
+                dataplane::port::sys::wait_readable(&[fd], 1_000_000_000);
+            }
+            continue;
+        }
         let now = monotonic_ns();
         for &(f, len) in &rx {
             let d = mem.data(f);
@@ -157,6 +191,15 @@ pub fn sink_latency(iface: &str, duration: Duration, stop: &AtomicBool) -> io::R
         }
     }
     lat.sort_unstable();
-    let q = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
-    Ok(LatencyReport { received: lat.len() as u64, p50_ns: q(0.5), p99_ns: q(0.99), max_ns: lat.last().copied().unwrap_or(0) })
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    Ok(LatencyReport {
+        received: lat.len() as u64,
+        p50_ns: q(0.5),
+        p99_ns: q(0.99),
+        max_ns: lat.last().copied().unwrap_or(0),
+    })
 }
