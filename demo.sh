@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Xoff demo: builds deploy/topologies/single.toml (1 switch, 3 hosts; h3's port shaped to
 # 100 Mbit/s with 100 µs delay), pings through the switch, runs iperf3 into the shaped port
-# and into an unshaped one, prints the switch's counters and tears everything down.
+# and into an unshaped one, prints the switch's counters and tears everything down; then runs
+# the incast experiment (PFC vs no flow control, SIH vs DSH headroom) and prints its table.
 # Run as root. Installs system packages if missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,3 +25,7 @@ ex h1 -- iperf3 -s -D -1 >/dev/null; sleep 0.3
 ex h2 -- iperf3 -c 10.0.0.1 -t 5 | grep -E "sender|receiver"
 echo "== switch counters"
 $X ctl --switch s1 --testbed $NAME stats
+$X testbed down $TOPO --name $NAME >/dev/null
+echo "== experiment: 8:1 incast on real frames, PFC vs none, SIH vs DSH (deploy/experiments/incast-pfc.toml)"
+$X experiment run deploy/experiments/incast-pfc.toml --out results/incast
+echo "plots and per-flow CSVs in results/incast/"

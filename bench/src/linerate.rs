@@ -29,7 +29,15 @@ pub struct Opts {
 }
 
 /// Every peer the harness knows, in report order.
-pub const PEERS: &[&str] = &["xoff", "xoff-pfc", "fwd", "bridge", "ovs-afxdp", "ovs-system", "testpmd"];
+pub const PEERS: &[&str] = &[
+    "xoff",
+    "xoff-pfc",
+    "fwd",
+    "bridge",
+    "ovs-afxdp",
+    "ovs-system",
+    "testpmd",
+];
 
 /// One measurement.
 #[derive(Debug, Clone, Serialize, Default)]
@@ -66,9 +74,17 @@ const GEN_MAC: &str = "02:58:00:00:00:01";
 const SINK_MAC: &str = "02:58:00:00:00:02";
 
 fn sh(args: &[&str]) -> Result<String> {
-    let out = Command::new(args[0]).args(&args[1..]).stdin(Stdio::null()).output().with_context(|| args.join(" "))?;
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| args.join(" "))?;
     if !out.status.success() {
-        bail!("`{}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`{}`: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
@@ -76,7 +92,14 @@ fn sh(args: &[&str]) -> Result<String> {
 /// (busy, total) jiffies of the whole machine.
 fn cpu_jiffies() -> (u64, u64) {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> = s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     (total - idle, total)
@@ -87,7 +110,8 @@ fn proc_jiffies(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
-    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
 }
 
 fn jiffy_ns() -> f64 {
@@ -111,7 +135,11 @@ fn wait_quiet() -> f64 {
 /// Processes using CPU right now (for the record of what else ran).
 fn foreign_load() -> String {
     let out = sh(&["ps", "-eo", "pcpu,comm", "--sort=-pcpu", "--no-headers"]).unwrap_or_default();
-    out.lines().take(4).map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join(", ")
+    out.lines()
+        .take(4)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 struct Net {
@@ -131,16 +159,23 @@ impl Net {
     }
 
     fn up(prefix: &str) -> Result<Net> {
-        let net = Net { prefix: prefix.to_string() };
+        let net = Net {
+            prefix: prefix.to_string(),
+        };
         for n in ["gen", "dut", "sink"] {
             sh(&["ip", "netns", "add", &net.ns(n)])?;
             net.exec(n, &["ip", "link", "set", "lo", "up"])?;
             net.exec(n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
         }
-        for (a, an, ai, b, bn, bi) in [("gen", "eth0", GEN_MAC, "dut", "d1", ""), ("dut", "d2", "", "sink", "eth0", SINK_MAC)] {
+        for (a, an, ai, b, bn, bi) in [
+            ("gen", "eth0", GEN_MAC, "dut", "d1", ""),
+            ("dut", "d2", "", "sink", "eth0", SINK_MAC),
+        ] {
             let ta = format!("xb{}{an}", std::process::id() % 100_000);
             let tb = format!("xb{}{bn}", std::process::id() % 100_000);
-            sh(&["ip", "link", "add", &ta, "type", "veth", "peer", "name", &tb])?;
+            sh(&[
+                "ip", "link", "add", &ta, "type", "veth", "peer", "name", &tb,
+            ])?;
             for (t, node, name, mac) in [(&ta, a, an, ai), (&tb, b, bn, bi)] {
                 sh(&["ip", "link", "set", t, "netns", &net.ns(node)])?;
                 net.exec(node, &["ip", "link", "set", t, "name", name])?;
@@ -201,7 +236,11 @@ impl Drop for Dut {
 }
 
 fn dut_topology(pfc: bool) -> String {
-    let extra = if pfc { "pfc = { enable_mask = 8 }\n" } else { "" };
+    let extra = if pfc {
+        "pfc = { enable_mask = 8 }\n"
+    } else {
+        ""
+    };
     format!(
         r#"name = "bench"
 [[switch]]
@@ -242,13 +281,32 @@ fn spawn_in(net: &Net, node: &str, core: &str, args: &[&str], log: &Path) -> Res
 fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
     let xoff = opts.xoff.to_string_lossy().to_string();
     let log = dir.join(format!("{peer}.log"));
-    let mut d = Dut { children: Vec::new(), pids: Vec::new(), cleanup: Vec::new() };
+    let mut d = Dut {
+        children: Vec::new(),
+        pids: Vec::new(),
+        cleanup: Vec::new(),
+    };
     match peer {
         "xoff" | "xoff-pfc" => {
             let cfg = dir.join(format!("{peer}.toml"));
             std::fs::write(&cfg, dut_topology(peer == "xoff-pfc"))?;
             let sock = dir.join(format!("{peer}.sock"));
-            let c = spawn_in(net, "dut", "0", &[&xoff, "run", "--config", &cfg.to_string_lossy(), "--switch", "dut", "--ctl", &sock.to_string_lossy()], &log)?;
+            let c = spawn_in(
+                net,
+                "dut",
+                "0",
+                &[
+                    &xoff,
+                    "run",
+                    "--config",
+                    &cfg.to_string_lossy(),
+                    "--switch",
+                    "dut",
+                    "--ctl",
+                    &sock.to_string_lossy(),
+                ],
+                &log,
+            )?;
             d.pids.push(c.id());
             d.children.push(c);
             let t = Instant::now();
@@ -260,7 +318,13 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
             }
         }
         "fwd" => {
-            let c = spawn_in(net, "dut", "0", &[&xoff, "bench", "fwd", "--a", "d1", "--b", "d2"], &log)?;
+            let c = spawn_in(
+                net,
+                "dut",
+                "0",
+                &[&xoff, "bench", "fwd", "--a", "d1", "--b", "d2"],
+                &log,
+            )?;
             d.pids.push(c.id());
             d.children.push(c);
             std::thread::sleep(Duration::from_millis(500));
@@ -271,19 +335,45 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
             net.exec("dut", &["ip", "link", "set", "d2", "master", "br0"])?;
             net.exec("dut", &["ip", "link", "set", "br0", "up"])?;
             let ns = net.ns("dut");
-            d.cleanup.push(["ip", "netns", "exec", &ns, "ip", "link", "del", "br0"].iter().map(|s| s.to_string()).collect());
+            d.cleanup.push(
+                ["ip", "netns", "exec", &ns, "ip", "link", "del", "br0"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            );
         }
         "ovs-afxdp" | "ovs-system" => start_ovs(peer, net, dir, &mut d)?,
         "testpmd" => {
-            let bin = ["dpdk-testpmd", "testpmd"].into_iter().find(|b| which(b)).context("dpdk-testpmd is not installed")?;
+            let bin = ["dpdk-testpmd", "testpmd"]
+                .into_iter()
+                .find(|b| which(b))
+                .context("dpdk-testpmd is not installed")?;
             let prefix = format!("xoffbench{}", std::process::id());
             let c = spawn_in(
                 net,
                 "dut",
                 "0",
                 &[
-                    bin, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--no-huge", "-m", "1024", "--file-prefix", &prefix, "--vdev", "net_af_xdp0,iface=d1",
-                    "--vdev", "net_af_xdp1,iface=d2", "--", "--forward-mode=io", "--nb-cores=1", "--total-num-mbufs=32768", "--auto-start",
+                    bin,
+                    "-l",
+                    "0,1",
+                    "--main-lcore",
+                    "0",
+                    "--no-pci",
+                    "--no-huge",
+                    "-m",
+                    "1024",
+                    "--file-prefix",
+                    &prefix,
+                    "--vdev",
+                    "net_af_xdp0,iface=d1",
+                    "--vdev",
+                    "net_af_xdp1,iface=d2",
+                    "--",
+                    "--forward-mode=io",
+                    "--nb-cores=1",
+                    "--total-num-mbufs=32768",
+                    "--auto-start",
                 ],
                 &log,
             )?;
@@ -297,7 +387,12 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
 }
 
 fn which(b: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {b}")]).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+    Command::new("sh")
+        .args(["-c", &format!("command -v {b}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
 fn tail(p: &Path) -> String {
@@ -315,27 +410,58 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
     let o = od.to_string_lossy().to_string();
     let db = format!("{o}/conf.db");
     let sock = format!("unix:{o}/db.sock");
-    let schema = ["/usr/share/openvswitch/vswitch.ovsschema"].into_iter().find(|p| Path::new(p).exists()).context("OVS schema not found")?;
-    let env = [("OVS_RUNDIR", o.as_str()), ("OVS_DBDIR", o.as_str()), ("OVS_LOGDIR", o.as_str()), ("OVS_SYSCONFDIR", o.as_str())];
+    let schema = ["/usr/share/openvswitch/vswitch.ovsschema"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .context("OVS schema not found")?;
+    let env = [
+        ("OVS_RUNDIR", o.as_str()),
+        ("OVS_DBDIR", o.as_str()),
+        ("OVS_LOGDIR", o.as_str()),
+        ("OVS_SYSCONFDIR", o.as_str()),
+    ];
     let run = |args: &[&str]| -> Result<()> {
         let ns = net.ns("dut");
         let mut c = Command::new("taskset");
-        c.args(["-c", "0", "ip", "netns", "exec", &ns]).args(args).stdin(Stdio::null());
+        c.args(["-c", "0", "ip", "netns", "exec", &ns])
+            .args(args)
+            .stdin(Stdio::null());
         for (k, v) in env {
             c.env(k, v);
         }
         let out = c.output()?;
         if !out.status.success() {
-            bail!("`{}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+            bail!(
+                "`{}`: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
         Ok(())
     };
     run(&["ovsdb-tool", "create", &db, schema])?;
-    run(&["ovsdb-server", &db, &format!("--remote=p{sock}"), &format!("--pidfile={o}/ovsdb.pid"), "--detach", &format!("--log-file={o}/ovsdb.log")])?;
+    run(&[
+        "ovsdb-server",
+        &db,
+        &format!("--remote=p{sock}"),
+        &format!("--pidfile={o}/ovsdb.pid"),
+        "--detach",
+        &format!("--log-file={o}/ovsdb.log"),
+    ])?;
     run(&["ovs-vsctl", &format!("--db={sock}"), "--no-wait", "init"])?;
-    run(&["ovs-vswitchd", &sock, &format!("--pidfile={o}/vswitchd.pid"), "--detach", &format!("--log-file={o}/vswitchd.log")])?;
+    run(&[
+        "ovs-vswitchd",
+        &sock,
+        &format!("--pidfile={o}/vswitchd.pid"),
+        "--detach",
+        &format!("--log-file={o}/vswitchd.log"),
+    ])?;
     for f in ["ovsdb.pid", "vswitchd.pid"] {
-        let pid: u32 = std::fs::read_to_string(od.join(f)).unwrap_or_default().trim().parse().unwrap_or(0);
+        let pid: u32 = std::fs::read_to_string(od.join(f))
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0);
         if pid != 0 {
             if f == "vswitchd.pid" {
                 d.pids.push(pid);
@@ -344,15 +470,37 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         }
     }
     let vs = |extra: &[&str]| -> Result<()> {
-        let mut a = vec!["ovs-vsctl".to_string(), format!("--db={sock}"), "--timeout=20".into()];
+        let mut a = vec![
+            "ovs-vsctl".to_string(),
+            format!("--db={sock}"),
+            "--timeout=20".into(),
+        ];
         a.extend(extra.iter().map(|s| s.to_string()));
         let v: Vec<&str> = a.iter().map(String::as_str).collect();
         run(&v)
     };
-    vs(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"])?;
+    vs(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ])?;
     for p in ["d1", "d2"] {
         if peer == "ovs-afxdp" {
-            vs(&["add-port", "br0", p, "--", "set", "interface", p, "type=afxdp", "options:xdp-mode=best-effort"])?;
+            vs(&[
+                "add-port",
+                "br0",
+                p,
+                "--",
+                "set",
+                "interface",
+                p,
+                "type=afxdp",
+                "options:xdp-mode=best-effort",
+            ])?;
         } else {
             vs(&["add-port", "br0", p])?;
         }
@@ -363,7 +511,9 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
 
 /// Sink counts, read from the `xoff bench sink` child: (seconds since start, frames).
 fn read_counts(child: &mut Child) -> Vec<(f64, u64)> {
-    let Some(out) = child.stdout.take() else { return Vec::new() };
+    let Some(out) = child.stdout.take() else {
+        return Vec::new();
+    };
     BufReader::new(out)
         .lines()
         .map_while(Result::ok)
@@ -378,10 +528,18 @@ fn read_counts(child: &mut Child) -> Vec<(f64, u64)> {
 }
 
 fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
-    let mut row = Row { peer: peer.into(), size, ..Default::default() };
+    let mut row = Row {
+        peer: peer.into(),
+        size,
+        ..Default::default()
+    };
     row.load_before = wait_quiet();
     if row.load_before >= 0.10 {
-        row.note = format!("machine busy before the run ({:.0}%: {})", row.load_before * 100.0, foreign_load());
+        row.note = format!(
+            "machine busy before the run ({:.0}%: {})",
+            row.load_before * 100.0,
+            foreign_load()
+        );
     }
     let dut = match start_dut(peer, net, opts, dir) {
         Ok(d) => d,
@@ -396,7 +554,18 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     let size_s = size.to_string();
     // Maximum rate.
     let sink = Command::new("ip")
-        .args(["netns", "exec", &net.ns("sink"), &xoff, "bench", "sink", "--iface", "eth0", "--duration", &format!("{}", dur + 1.0)])
+        .args([
+            "netns",
+            "exec",
+            &net.ns("sink"),
+            &xoff,
+            "bench",
+            "sink",
+            "--iface",
+            "eth0",
+            "--duration",
+            &format!("{}", dur + 1.0),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn();
@@ -406,7 +575,27 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     };
     std::thread::sleep(Duration::from_millis(300));
     let gen_log = dir.join("gen.log");
-    let gen = spawn_in(net, "gen", "1", &[&xoff, "bench", "gen", "--iface", "eth0", "--src-mac", GEN_MAC, "--dst-mac", SINK_MAC, "--size", &size_s, "--duration", &dur_s], &gen_log);
+    let gen = spawn_in(
+        net,
+        "gen",
+        "1",
+        &[
+            &xoff,
+            "bench",
+            "gen",
+            "--iface",
+            "eth0",
+            "--src-mac",
+            GEN_MAC,
+            "--dst-mac",
+            SINK_MAC,
+            "--size",
+            &size_s,
+            "--duration",
+            &dur_s,
+        ],
+        &gen_log,
+    );
     let Ok(gen) = gen else {
         row.note = "cannot start the generator".into();
         return row;
@@ -415,26 +604,52 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     let w0 = 1.0_f64.min(dur / 4.0);
     let w1 = (dur - 0.5).max(w0 + 0.5);
     std::thread::sleep(Duration::from_secs_f64(w0));
-    let (m0, dpid0, g0, t0) = (cpu_jiffies().0, dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(), proc_jiffies(gen.id()), Instant::now());
+    let (m0, dpid0, g0, t0) = (
+        cpu_jiffies().0,
+        dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(),
+        proc_jiffies(gen.id()),
+        Instant::now(),
+    );
     std::thread::sleep(Duration::from_secs_f64(w1 - w0));
-    let (m1, dpid1, g1, t1) = (cpu_jiffies().0, dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(), proc_jiffies(gen.id()), Instant::now());
+    let (m1, dpid1, g1, t1) = (
+        cpu_jiffies().0,
+        dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(),
+        proc_jiffies(gen.id()),
+        Instant::now(),
+    );
     let mut gen = gen;
     let _ = gen.wait();
-    let sent_line = std::fs::read_to_string(&gen_log).ok().and_then(|t| t.lines().find_map(|l| l.strip_prefix("sent ").map(str::to_string)));
+    let sent_line = std::fs::read_to_string(&gen_log).ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("sent ").map(str::to_string))
+    });
     let counts = read_counts(&mut sink);
     let _ = sink.wait();
-    let at = |t: f64| counts.iter().min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs())).map(|&(ts, n)| (ts, n));
+    let at = |t: f64| {
+        counts
+            .iter()
+            .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
+            .map(|&(ts, n)| (ts, n))
+    };
     match (at(w0 + 0.3), at(w1 + 0.3)) {
         (Some((ta, a)), Some((tb, b))) if tb > ta && b > a => {
             let pps = (b - a) as f64 / (tb - ta);
             row.pps = Some(pps);
             let pkts = pps * (t1 - t0).as_secs_f64();
-            let dut_j = if dut.pids.is_empty() { (m1 - m0).saturating_sub(g1 - g0) } else { dpid1 - dpid0 };
+            let dut_j = if dut.pids.is_empty() {
+                (m1 - m0).saturating_sub(g1 - g0)
+            } else {
+                dpid1 - dpid0
+            };
             row.dut_cpu_ns_per_pkt = Some(dut_j as f64 * jiffy_ns() / pkts);
             row.machine_cpu_ns_per_pkt = Some((m1 - m0) as f64 * jiffy_ns() / pkts);
         }
         _ => {
-            row.note = format!("nothing forwarded ({} sink samples); DUT log: {}", counts.len(), tail(&dir.join(format!("{peer}.log"))));
+            row.note = format!(
+                "nothing forwarded ({} sink samples); DUT log: {}",
+                counts.len(),
+                tail(&dir.join(format!("{peer}.log")))
+            );
             return row;
         }
     }
@@ -446,13 +661,51 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
         let rate = format!("{:.0}", pps / 2.0);
         let ld = format!("{}", dur.min(3.0));
         let lsink = Command::new("taskset")
-            .args(["-c", "1", "ip", "netns", "exec", &net.ns("sink"), &xoff, "bench", "sink", "--iface", "eth0", "--latency", "--duration", &format!("{}", dur.min(3.0) + 1.0)])
+            .args([
+                "-c",
+                "1",
+                "ip",
+                "netns",
+                "exec",
+                &net.ns("sink"),
+                &xoff,
+                "bench",
+                "sink",
+                "--iface",
+                "eth0",
+                "--latency",
+                "--duration",
+                &format!("{}", dur.min(3.0) + 1.0),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn();
         if let Ok(lsink) = lsink {
             std::thread::sleep(Duration::from_millis(500));
-            if let Ok(mut g) = spawn_in(net, "gen", "1", &[&xoff, "bench", "gen", "--iface", "eth0", "--src-mac", GEN_MAC, "--dst-mac", SINK_MAC, "--size", &size_s, "--duration", &ld, "--rate", &rate, "--stamp"], &gen_log) {
+            if let Ok(mut g) = spawn_in(
+                net,
+                "gen",
+                "1",
+                &[
+                    &xoff,
+                    "bench",
+                    "gen",
+                    "--iface",
+                    "eth0",
+                    "--src-mac",
+                    GEN_MAC,
+                    "--dst-mac",
+                    SINK_MAC,
+                    "--size",
+                    &size_s,
+                    "--duration",
+                    &ld,
+                    "--rate",
+                    &rate,
+                    "--stamp",
+                ],
+                &gen_log,
+            ) {
                 let _ = g.wait();
             }
             if let Ok(out) = lsink.wait_with_output() {
@@ -473,9 +726,29 @@ fn idle_cpu(net: &Net, opts: &Opts, dir: &Path, poll: &str) -> Option<f64> {
     std::fs::write(&cfg, dut_topology(false)).ok()?;
     let sock = dir.join("idle.sock");
     let xoff = opts.xoff.to_string_lossy().to_string();
-    let mut c = spawn_in(net, "dut", "0", &[&xoff, "run", "--config", &cfg.to_string_lossy(), "--switch", "dut", "--ctl", &sock.to_string_lossy(), "--poll", poll], &dir.join("idle.log")).ok()?;
+    let mut c = spawn_in(
+        net,
+        "dut",
+        "0",
+        &[
+            &xoff,
+            "run",
+            "--config",
+            &cfg.to_string_lossy(),
+            "--switch",
+            "dut",
+            "--ctl",
+            &sock.to_string_lossy(),
+            "--poll",
+            poll,
+        ],
+        &dir.join("idle.log"),
+    )
+    .ok()?;
     let t = Instant::now();
-    while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err() && t.elapsed() < Duration::from_secs(10) {
+    while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err()
+        && t.elapsed() < Duration::from_secs(10)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -506,12 +779,36 @@ pub fn run(opts: &Opts) -> Result<Report> {
     let idle_cpu_busy = idle_cpu(&net, opts, &dir, "busy");
     drop(net);
     let _ = std::fs::remove_dir_all(&dir);
-    let commit = sh(&["git", "-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]).unwrap_or_default().trim().to_string();
+    let commit = sh(&[
+        "git",
+        "-C",
+        env!("CARGO_MANIFEST_DIR"),
+        "rev-parse",
+        "--short",
+        "HEAD",
+    ])
+    .unwrap_or_default()
+    .trim()
+    .to_string();
     let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpu.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("?").trim().to_string();
+    let model = cpu
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
     let report = Report {
-        date: sh(&["date", "-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default().trim().to_string(),
-        machine: format!("{} × {model}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        date: sh(&["date", "-u", "+%Y-%m-%d %H:%M UTC"])
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        machine: format!(
+            "{} × {model}",
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        ),
         kernel: sh(&["uname", "-r"]).unwrap_or_default().trim().to_string(),
         commit,
         rows,
@@ -528,26 +825,49 @@ pub fn run(opts: &Opts) -> Result<Report> {
 
 fn short(r: &Row) -> String {
     match r.pps {
-        Some(p) => format!("{:.3} Mpps, DUT {:.0} ns/pkt, p99 {:?} us {}", p / 1e6, r.dut_cpu_ns_per_pkt.unwrap_or(0.0), r.p99_us, r.note),
+        Some(p) => format!(
+            "{:.3} Mpps, DUT {:.0} ns/pkt, p99 {:?} us {}",
+            p / 1e6,
+            r.dut_cpu_ns_per_pkt.unwrap_or(0.0),
+            r.p99_us,
+            r.note
+        ),
         None => r.note.clone(),
     }
 }
 
 fn f(v: Option<f64>, scale: f64, prec: usize) -> String {
-    v.map(|x| format!("{:.*}", prec, x / scale)).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{:.*}", prec, x / scale))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// The report as a text table with ratios to xoff.
 pub fn table(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{} on {} (kernel {}, commit {})", r.date, r.machine, r.kernel, r.commit);
+    let _ = writeln!(
+        s,
+        "{} on {} (kernel {}, commit {})",
+        r.date, r.machine, r.kernel, r.commit
+    );
     let _ = writeln!(
         s,
         "{:<11} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  note",
-        "peer", "size", "Mpps", "xoff/x", "DUT ns/p", "x/xoff", "machine ns", "p50 us", "p99 us", "x/xoff"
+        "peer",
+        "size",
+        "Mpps",
+        "xoff/x",
+        "DUT ns/p",
+        "x/xoff",
+        "machine ns",
+        "p50 us",
+        "p99 us",
+        "x/xoff"
     );
     for row in &r.rows {
-        let base = r.rows.iter().find(|x| x.peer == "xoff" && x.size == row.size);
+        let base = r
+            .rows
+            .iter()
+            .find(|x| x.peer == "xoff" && x.size == row.size);
         let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
             _ => "-".into(),
@@ -560,7 +880,10 @@ pub fn table(r: &Report) -> String {
             f(row.pps, 1e6, 3),
             ratio(base.and_then(|b| b.pps), row.pps),
             f(row.dut_cpu_ns_per_pkt, 1.0, 0),
-            ratio(row.dut_cpu_ns_per_pkt, base.and_then(|b| b.dut_cpu_ns_per_pkt)),
+            ratio(
+                row.dut_cpu_ns_per_pkt,
+                base.and_then(|b| b.dut_cpu_ns_per_pkt)
+            ),
             f(row.machine_cpu_ns_per_pkt, 1.0, 0),
             f(row.p50_us, 1.0, 1),
             f(row.p99_us, 1.0, 1),
@@ -568,13 +891,22 @@ pub fn table(r: &Report) -> String {
             row.note
         );
     }
-    let _ = writeln!(s, "idle xoff run: adaptive {} % CPU, busy {} % CPU", f(r.idle_cpu_adaptive.map(|x| x * 100.0), 1.0, 1), f(r.idle_cpu_busy.map(|x| x * 100.0), 1.0, 1));
+    let _ = writeln!(
+        s,
+        "idle xoff run: adaptive {} % CPU, busy {} % CPU",
+        f(r.idle_cpu_adaptive.map(|x| x * 100.0), 1.0, 1),
+        f(r.idle_cpu_busy.map(|x| x * 100.0), 1.0, 1)
+    );
     s
 }
 
 fn markdown(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "\n## {} — {} — kernel {} — commit {}\n", r.date, r.machine, r.kernel, r.commit);
+    let _ = writeln!(
+        s,
+        "\n## {} — {} — kernel {} — commit {}\n",
+        r.date, r.machine, r.kernel, r.commit
+    );
     let _ = writeln!(s, "```\n{}```", table(r));
     s
 }

@@ -10,6 +10,7 @@ pub mod fabric;
 pub mod fc;
 pub mod fib;
 pub mod frame;
+pub mod host;
 pub mod link;
 pub mod parse;
 pub mod port;
@@ -19,6 +20,7 @@ pub mod stats;
 pub mod switch;
 pub mod units;
 pub mod wire;
+pub mod workload;
 
 pub use config::{ConfigError, SwitchSpec, Topology};
 pub use frame::{FrameId, FrameMem, HeapMem, Pkt};

@@ -86,7 +86,10 @@ impl Cdf {
         match points.last() {
             None => return Err(err(0, "no points".into())),
             Some(&(_, p)) if (p - 1.0).abs() > 1e-9 => {
-                return Err(err(points.len(), "the last point must be at 100 percent".into()))
+                return Err(err(
+                    points.len(),
+                    "the last point must be at 100 percent".into(),
+                ))
             }
             _ => {}
         }

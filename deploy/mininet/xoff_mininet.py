@@ -25,22 +25,22 @@ Mininet is a system-python package: run this with /usr/bin/python3 (what `mn` us
 import inspect
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 
-from mininet.log import debug, error, info, warn
+from mininet.log import debug, error, warn
 from mininet.node import Switch
 
 # `mn --custom` exec()s this file without __file__; the code object still knows its path.
 HERE = os.path.dirname(os.path.abspath(inspect.currentframe().f_code.co_filename))
 
-# Flow-control schemes the class knows. `none`: no flow control. `pfc`: lossless priority
-# groups with headroom in the MMU (a `[switch.buffer]` table); passed to Xoff as the switch's
-# `scheme` key when the binary's configuration has one (see README.md).
+# Flow-control schemes the class knows. `none`: no flow control. `pfc`: IEEE 802.1Qbb on the
+# lossless priorities: the MMU (`[switch.buffer]`) raises XOFF/XON for the lossless priority
+# groups, Xoff sends PFC frames and honours received ones (`[switch.pfc]`).
 SCHEMES = ('none', 'pfc')
 HEADROOM_MODES = ('dsh', 'sih', 'hpcc')
 
@@ -136,34 +136,6 @@ def pg_list(v, what):
     return pgs
 
 
-_scheme_support = {}
-
-
-def scheme_supported(xoff):
-    """Whether this xoff binary's topology file has a per-switch `scheme` key: load a probe file
-    whose only port does not exist, and see which error comes back (nothing is attached)."""
-    if xoff in _scheme_support:
-        return _scheme_support[xoff]
-    d = tempfile.mkdtemp(prefix='xoff-probe-')
-    path = os.path.join(d, 'probe.toml')
-    try:
-        with open(path, 'w') as f:
-            f.write('[[switch]]\nname = "probe"\nscheme = "pfc"\n'
-                    '[[switch.port]]\nname = "p1"\niface = "xoffprobe-no0"\n')
-        p = subprocess.run([xoff, 'run', '--config', path, '--switch', 'probe',
-                            '--ctl', os.path.join(d, 'probe.sock')],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
-        # Supported when loading got as far as the interface check (an unknown key fails
-        # earlier, naming the key).
-        ok = 'does not exist' in p.stderr.decode(errors='replace')
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    _scheme_support[xoff] = ok
-    return ok
-
-
 class XoffSwitch(Switch):
     """Xoff (AF_XDP userspace switch with an ASIC-like MMU) as a Mininet switch.
 
@@ -226,7 +198,9 @@ class XoffSwitch(Switch):
         if xdp_mode not in (None, 'native', 'generic'):
             raise ValueError('%s: xdp_mode=%r: use native or generic' % (name, xdp_mode))
         self.xdp_mode = xdp_mode
-        self.workers = int(workers)
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError('%s: workers=%r: must be an integer >= 1' % (name, workers))
+        self.workers = workers
         self.learning = bool(learning)
         self.rundir = rundir or os.environ.get('XOFF_MININET_DIR') or self.default_rundir
         self.start_timeout = float(start_timeout)
@@ -286,8 +260,6 @@ class XoffSwitch(Switch):
                'seed = %d' % (int(self.dpid, 16) & 0xffffffff or 1),
                'learning = %s' % ('true' if self.learning else 'false'),
                'defaults = { %s }' % ', '.join(d)]
-        if self.scheme != 'none' and scheme_supported(self.xoff):
-            out.append('scheme = %s' % toml_str(self.scheme))
         for _, intf in intfs:
             out.append('')
             out += self.port_lines(intf)
@@ -297,10 +269,17 @@ class XoffSwitch(Switch):
                 out.append('buffer_bytes = %d' % self.buffer)
             if self.headroom is not None:
                 out.append('headroom_mode = %s' % toml_str(self.headroom))
-            if self.lossless is not None:
-                out.append('lossless_pgs = [%s]' % ', '.join(str(x) for x in self.lossless))
+            lossless = self.lossless
+            if lossless is None and self.scheme == 'pfc':
+                lossless = [3, 4]  # the MMU's default, written out to match the PFC mask
+            if lossless is not None:
+                out.append('lossless_pgs = [%s]' % ', '.join(str(x) for x in lossless))
             if self.alpha_shift is not None:
                 out.append('alpha = { shift = %d }' % self.alpha_shift)
+        if self.scheme == 'pfc':
+            # PFC on the lossless priorities (priority = PG = queue, flowctl's default map).
+            out += ['', '[switch.pfc]',
+                    'enable_mask = %d' % sum(1 << pg for pg in set(lossless))]
         return '\n'.join(out) + '\n'
 
     # -- life cycle -------------------------------------------------------------------------
@@ -311,10 +290,6 @@ class XoffSwitch(Switch):
         intfs = self.data_intfs()
         if not intfs:
             raise Exception('%s: XoffSwitch has no data interfaces' % self.name)
-        if self.scheme != 'none' and not scheme_supported(self.xoff):
-            warn('*** %s: scheme=%s: this xoff has no `scheme` config key yet; running the MMU '
-                 'with lossless priority groups and headroom, without pause frames\n'
-                 % (self.name, self.scheme))
         os.makedirs(self.rundir, exist_ok=True)
         with open(self.config_path, 'w') as f:
             f.write(self.config_text())
@@ -333,8 +308,8 @@ class XoffSwitch(Switch):
                 '--ctl', self.sock_path, '--poll', self.poll, '--workers', str(self.workers)]
         if self.xdp_mode:
             args += ['--xdp-mode', self.xdp_mode]
-        cmd = ' '.join("'%s'" % a.replace("'", "'\\''") for a in args)
-        self.cmd('%s </dev/null >%s 2>&1 &' % (cmd, self.log_path))
+        cmd = ' '.join(shlex.quote(a) for a in args)
+        self.cmd('%s </dev/null >%s 2>&1 &' % (cmd, shlex.quote(self.log_path)))
         self.xoff_pid = self.lastPid
         if not self.xoff_pid:
             self.xoff_pid = int(self.cmd('echo $!').strip() or 0) or None
@@ -423,7 +398,8 @@ class XoffSwitch(Switch):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            while self.running():
+            deadline = time.time() + 5
+            while self.running() and time.time() < deadline:
                 time.sleep(0.02)
         self.xoff_pid = None
         status = None

@@ -82,11 +82,22 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 
 pub fn run(cmd: BenchCmd) -> Result<i32> {
     match cmd {
-        BenchCmd::LineRate { json, duration, sizes, peers, results, no_record } => {
-            let default_results = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/RESULTS.md");
+        BenchCmd::LineRate {
+            json,
+            duration,
+            sizes,
+            peers,
+            results,
+            no_record,
+        } => {
+            let default_results =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/RESULTS.md");
             let install = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/install.sh");
             if install.exists() {
-                let st = std::process::Command::new(&install).arg("--bench").status().context("deploy/install.sh --bench")?;
+                let st = std::process::Command::new(&install)
+                    .arg("--bench")
+                    .status()
+                    .context("deploy/install.sh --bench")?;
                 if !st.success() {
                     eprintln!("warning: installing the benchmark peers failed; peers that cannot run are reported");
                 }
@@ -95,8 +106,17 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
                 xoff: std::env::current_exe()?,
                 duration,
                 sizes,
-                peers: peers.unwrap_or_else(|| bench::linerate::PEERS.iter().map(|s| s.to_string()).collect()),
-                results: if no_record { None } else { Some(results.unwrap_or(default_results)) },
+                peers: peers.unwrap_or_else(|| {
+                    bench::linerate::PEERS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                }),
+                results: if no_record {
+                    None
+                } else {
+                    Some(results.unwrap_or(default_results))
+                },
             };
             let r = bench::linerate::run(&opts)?;
             if json {
@@ -106,9 +126,31 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
             }
             Ok(0)
         }
-        BenchCmd::Gen { iface, src_mac, dst_mac, src_ip, dst_ip, size, rate, duration, stamp, dscp } => {
+        BenchCmd::Gen {
+            iface,
+            src_mac,
+            dst_mac,
+            src_ip,
+            dst_ip,
+            size,
+            rate,
+            duration,
+            stamp,
+            dscp,
+        } => {
             let stop = stop_flag()?;
-            let o = bench::traffic::GenOpts { iface, src_mac, dst_mac, src_ip, dst_ip, size, rate_pps: rate, duration: Duration::from_secs_f64(duration), stamp, dscp };
+            let o = bench::traffic::GenOpts {
+                iface,
+                src_mac,
+                dst_mac,
+                src_ip,
+                dst_ip,
+                size,
+                rate_pps: rate,
+                duration: Duration::from_secs_f64(duration),
+                stamp,
+                dscp,
+            };
             let sent = bench::traffic::generate(&o, &stop)?;
             println!("sent {sent}");
             Ok(0)
@@ -119,17 +161,25 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
             println!("forwarded {n}");
             Ok(0)
         }
-        BenchCmd::Sink { iface, duration, latency } => {
+        BenchCmd::Sink {
+            iface,
+            duration,
+            latency,
+        } => {
             let stop = stop_flag()?;
             if latency {
-                let r = bench::traffic::sink_latency(&iface, Duration::from_secs_f64(duration), &stop)?;
+                let r =
+                    bench::traffic::sink_latency(&iface, Duration::from_secs_f64(duration), &stop)?;
                 println!("{}", serde_json::to_string(&r)?);
                 return Ok(0);
             }
-            let idx = dataplane::port::xsk::ifindex(&iface).with_context(|| format!("no interface {iface}"))?;
+            let idx = dataplane::port::xsk::ifindex(&iface)
+                .with_context(|| format!("no interface {iface}"))?;
             let c = dataplane::port::bpf::XdpCounter::attach(idx)?;
             let t = Instant::now();
-            while t.elapsed().as_secs_f64() < duration && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while t.elapsed().as_secs_f64() < duration
+                && !stop.load(std::sync::atomic::Ordering::Relaxed)
+            {
                 println!("count {:.3} {}", t.elapsed().as_secs_f64(), c.count()?);
                 std::thread::sleep(Duration::from_millis(100));
             }

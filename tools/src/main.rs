@@ -1,6 +1,9 @@
 //! `xoff`: the command-line edge of Xoff. Logic lives in the library crates; this file parses
 //! arguments, reports errors and wires things together.
 
+mod bench;
+mod experiment;
+mod host;
 mod run;
 mod sim;
 
@@ -26,8 +29,20 @@ enum Cmd {
     Run(run::RunArgs),
     /// Talk to a running switch.
     Ctl(CtlArgs),
+    /// Benchmarks against peers (Linux bridge, bare AF_XDP forwarder, OVS, testpmd).
+    Bench {
+        #[command(subcommand)]
+        cmd: bench::BenchCmd,
+    },
     /// Run a topology + traffic file in deterministic virtual time.
     Sim(sim::SimArgs),
+    /// Run an end host (workload sender/receiver, honours PFC) on a testbed host's eth0.
+    Host(host::HostArgs),
+    /// Run an experiment file: testbed or virtual time, matrix of settings, table and plots.
+    Experiment {
+        #[command(subcommand)]
+        cmd: experiment::ExperimentCmd,
+    },
     /// Build, use and remove a netns testbed from a topology file.
     Testbed {
         #[command(subcommand)]
@@ -114,8 +129,11 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Run(a) => run::run(a),
         Cmd::Ctl(a) => ctl_cmd(a),
+        Cmd::Bench { cmd } => bench::run(cmd),
         Cmd::Sim(a) => sim::run(a).map(|()| 0),
         Cmd::Testbed { cmd } => testbed_cmd(cmd),
+        Cmd::Host(a) => host::run(a),
+        Cmd::Experiment { cmd } => experiment::run(cmd),
     };
     match res {
         Ok(code) => std::process::exit(code),

@@ -140,6 +140,8 @@ fn mn_linear3_and_tree2_pingall_with_shaped_links_and_mmu_params() {
         "buffer_bytes = 4194304",
         "headroom_mode = \"dsh\"",
         "lossless_pgs = [3, 4]",
+        "[switch.pfc]",
+        "enable_mask = 24",
     ] {
         assert!(text.contains(line), "tree config lacks `{line}`");
     }

@@ -126,7 +126,14 @@ impl XdpAttachment {
         let mut last = None;
         for &mode in modes {
             match link_xdp(&prog, ifindex, mode) {
-                Ok(link) => return Ok(XdpAttachment { map, _prog: prog, _link: link, mode }),
+                Ok(link) => {
+                    return Ok(XdpAttachment {
+                        map,
+                        _prog: prog,
+                        _link: link,
+                        mode,
+                    })
+                }
                 Err(e) => last = Some(e),
             }
         }
@@ -154,17 +161,17 @@ const XDP_DROP: i32 = 1;
 /// The counting sink program: `counter[0] += 1; return XDP_DROP;`.
 pub fn count_drop_program(map_fd: RawFd) -> Vec<u8> {
     [
-        insn(0x62, 10, 0, -4, 0),                      // *(u32 *)(r10 - 4) = 0   (key)
-        insn(0xbf, 2, 10, 0, 0),                       // r2 = r10
-        insn(0x07, 2, 0, 0, -4),                       // r2 += -4
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),   // r1 = &counter (ld_imm64, 1/2)
-        insn(0, 0, 0, 0, 0),                           //               (ld_imm64, 2/2)
+        insn(0x62, 10, 0, -4, 0),                    // *(u32 *)(r10 - 4) = 0   (key)
+        insn(0xbf, 2, 10, 0, 0),                     // r2 = r10
+        insn(0x07, 2, 0, 0, -4),                     // r2 += -4
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = &counter (ld_imm64, 1/2)
+        insn(0, 0, 0, 0, 0),                         //               (ld_imm64, 2/2)
         insn(0x85, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM), // r0 = bpf_map_lookup_elem(r1, r2)
-        insn(0x15, 0, 0, 2, 0),                        // if r0 == 0 goto +2
-        insn(0xb7, 1, 0, 0, 1),                        // r1 = 1
-        insn(0xdb, 0, 1, 0, 0),                        // lock *(u64 *)(r0 + 0) += r1
-        insn(0xb7, 0, 0, 0, XDP_DROP),                 // r0 = XDP_DROP
-        insn(0x95, 0, 0, 0, 0),                        // return r0
+        insn(0x15, 0, 0, 2, 0),                      // if r0 == 0 goto +2
+        insn(0xb7, 1, 0, 0, 1),                      // r1 = 1
+        insn(0xdb, 0, 1, 0, 0),                      // lock *(u64 *)(r0 + 0) += r1
+        insn(0xb7, 0, 0, 0, XDP_DROP),               // r0 = XDP_DROP
+        insn(0x95, 0, 0, 0, 0),                      // return r0
     ]
     .concat()
 }
@@ -187,14 +194,20 @@ fn load_xdp(prog_bytes: &[u8], name: &[u8; 8]) -> io::Result<OwnedFd> {
         Err(e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
             let msg = String::from_utf8_lossy(&log[..end]).to_string();
-            Err(io::Error::new(e.kind(), format!("loading XDP program: {e}; verifier: {msg}")))
+            Err(io::Error::new(
+                e.kind(),
+                format!("loading XDP program: {e}; verifier: {msg}"),
+            ))
         }
     }
 }
 
 fn link_xdp(prog: &OwnedFd, ifindex: u32, mode: XdpMode) -> io::Result<OwnedFd> {
     let mut l = Attr::new();
-    l.u32(0, prog.as_raw_fd() as u32).u32(4, ifindex).u32(8, BPF_XDP).u32(12, mode.flags());
+    l.u32(0, prog.as_raw_fd() as u32)
+        .u32(4, ifindex)
+        .u32(8, BPF_XDP)
+        .u32(12, mode.flags());
     bpf(BPF_LINK_CREATE, &mut l).map(owned)
 }
 
@@ -210,12 +223,26 @@ pub struct XdpCounter {
 
 impl XdpCounter {
     pub fn attach(ifindex: u32) -> io::Result<Self> {
-        let map = owned(bpf(BPF_MAP_CREATE, Attr::new().u32(0, BPF_MAP_TYPE_ARRAY).u32(4, 4).u32(8, 8).u32(12, 1))?);
+        let map = owned(bpf(
+            BPF_MAP_CREATE,
+            Attr::new()
+                .u32(0, BPF_MAP_TYPE_ARRAY)
+                .u32(4, 4)
+                .u32(8, 8)
+                .u32(12, 1),
+        )?);
         let prog = load_xdp(&count_drop_program(map.as_raw_fd()), b"xoff_cnt")?;
         let mut last = None;
         for mode in [XdpMode::Native, XdpMode::Generic] {
             match link_xdp(&prog, ifindex, mode) {
-                Ok(link) => return Ok(XdpCounter { map, _prog: prog, _link: link, mode }),
+                Ok(link) => {
+                    return Ok(XdpCounter {
+                        map,
+                        _prog: prog,
+                        _link: link,
+                        mode,
+                    })
+                }
                 Err(e) => last = Some(e),
             }
         }

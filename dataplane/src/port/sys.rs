@@ -89,7 +89,10 @@ pub fn alive(pid: i32) -> bool {
 /// CLOCK_MONOTONIC in nanoseconds: one timeline for every process on the machine (a sender in
 /// one namespace stamps, a receiver in another subtracts).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes only into `ts`, a live timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

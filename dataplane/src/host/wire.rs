@@ -1,0 +1,107 @@
+//! The host stack's frames: Ethernet / IPv4 / UDP whose payload starts with a 44-byte header.
+//!
+//! The first 24 bytes are the fabric's [`crate::fabric::DataHeader`] (magic "XOFF", flow id,
+//! sequence number, send time in ps), so fabric sinks and probes read these frames too. Then:
+//!
+//! ```text
+//! 24 flags u8 (1 DATA, 2 ACK, 4 RETX)   25 prio u8   26 source host index u16
+//! 28 flow size in bytes u64             36 cumulative ACK (next packet expected) u64
+//! ```
+//!
+//! All big-endian. Sequence numbers count packets of the flow from 0.
+
+use crate::fabric::host::{DataHeader, FrameTemplate, DATA_HEADER_LEN, DATA_MAGIC};
+use crate::wire::{EtherType, Ipv4Packet};
+
+/// Bytes of the host header in the UDP payload.
+pub const HEADER_LEN: usize = DATA_HEADER_LEN + 20;
+/// Ethernet + IPv4 + UDP + host header of an untagged frame.
+pub const FRAME_OVERHEAD: u32 = 14 + 20 + 8 + HEADER_LEN as u32;
+/// UDP port the host stack sends to and from.
+pub const PORT: u16 = 4791;
+
+pub const FLAG_DATA: u8 = 1;
+pub const FLAG_ACK: u8 = 2;
+pub const FLAG_RETX: u8 = 4;
+
+/// The host header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Header {
+    pub flow: u32,
+    pub seq: u64,
+    pub sent_ps: u64,
+    pub flags: u8,
+    pub prio: u8,
+    pub src_host: u16,
+    pub size: u64,
+    pub ack: u64,
+}
+
+impl Header {
+    pub fn is_ack(&self) -> bool {
+        self.flags & FLAG_ACK != 0
+    }
+
+    /// Writes the header into `buf` (at least [`HEADER_LEN`] bytes).
+    pub fn emit(&self, buf: &mut [u8]) {
+        DataHeader {
+            flow: self.flow,
+            seq: self.seq,
+            sent_ps: self.sent_ps,
+        }
+        .emit(&mut buf[..DATA_HEADER_LEN]);
+        let b = &mut buf[DATA_HEADER_LEN..HEADER_LEN];
+        b[0] = self.flags;
+        b[1] = self.prio;
+        b[2..4].copy_from_slice(&self.src_host.to_be_bytes());
+        b[4..12].copy_from_slice(&self.size.to_be_bytes());
+        b[12..20].copy_from_slice(&self.ack.to_be_bytes());
+    }
+
+    /// Reads the header of a host-stack frame; `None` for any other frame.
+    pub fn parse(frame: &[u8]) -> Option<Header> {
+        let mut off = 14;
+        let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+        if et == EtherType::VLAN {
+            et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+            off += 4;
+        }
+        if et != EtherType::IPV4 {
+            return None;
+        }
+        let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
+        if ip.protocol() != 17 {
+            return None;
+        }
+        let p = ip.payload().get(8..8 + HEADER_LEN)?;
+        if p[0..4] != DATA_MAGIC.to_be_bytes() {
+            return None;
+        }
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&p[i..i + 8]);
+            u64::from_be_bytes(b)
+        };
+        Some(Header {
+            flow: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+            seq: u64_at(8),
+            sent_ps: u64_at(16),
+            flags: p[24],
+            prio: p[25],
+            src_host: u16::from_be_bytes([p[26], p[27]]),
+            size: u64_at(28),
+            ack: u64_at(36),
+        })
+    }
+}
+
+/// Writes a whole frame of `len` bytes: headers from `tmpl`, then `h`, then zero payload.
+pub fn emit_frame(tmpl: &FrameTemplate, h: &Header, buf: &mut [u8], len: usize) {
+    let off = tmpl.emit_headers(buf, len);
+    h.emit(&mut buf[off..off + HEADER_LEN]);
+}
+
+/// Whether `frame` is a MAC control (PFC/PAUSE) frame.
+pub fn is_mac_control(frame: &[u8]) -> bool {
+    frame.len() >= 14 && frame[12..14] == EtherType::MAC_CONTROL.to_be_bytes()
+}

@@ -1,0 +1,280 @@
+//! `xoff host`: the host stack (`dataplane::host`) on a testbed host's `eth0` over AF_XDP,
+//! with the monotonic clock. It sends this host's flows of a schedule, receives and ACKs
+//! everybody else's, honours PFC, and writes `<out>/<host>.json` (per-flow sender and
+//! receiver records, counters, the socket's XDP_STATISTICS).
+
+use anyhow::{anyhow, bail, Context, Result};
+use dataplane::config::{parse_cidr, Endpoint, Topology};
+use dataplane::fabric::HostInfo;
+use dataplane::frame::FrameMem;
+use dataplane::host::fabric::peer_table;
+use dataplane::host::report::{RxRecord, TxRecord};
+use dataplane::host::wire::{emit_frame, is_mac_control, Header, PORT};
+use dataplane::host::{HostStack, StackConfig, StackCounters};
+use dataplane::port::{sys, xsk, PortIo};
+use dataplane::stats::XdpSnapshot;
+use dataplane::units::{parse_rate, parse_size, parse_time};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Topology file (host addresses, MACs, gateways, link rates).
+    #[arg(long)]
+    pub topology: PathBuf,
+    /// This host's name in the topology.
+    #[arg(long)]
+    pub host: String,
+    /// Flow schedule (CSV `id,src,dst,size,start_ps,prio`; host indices in topology order).
+    #[arg(long)]
+    pub schedule: PathBuf,
+    /// Directory for `<host>.json`.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Experiment start, Unix time in ns (default: now + 300 ms).
+    #[arg(long)]
+    pub start_at: Option<u128>,
+    /// How long to run after the start (flows + drain), e.g. "3s".
+    #[arg(long, default_value = "3s")]
+    pub run: String,
+    /// NIC rate to pace at (default: the rate of the switch port the host is linked to).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Base RTT for the default window and RTO.
+    #[arg(long, default_value = "200us")]
+    pub base_rtt: String,
+    /// Per-flow in-flight cap (default: 1 BDP at the NIC rate and base RTT).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Retransmission timeout (default: max(1 ms, 4 × base RTT)).
+    #[arg(long)]
+    pub rto: Option<String>,
+    /// Ignore received PFC frames.
+    #[arg(long)]
+    pub ignore_pfc: bool,
+    /// Interface.
+    #[arg(long, default_value = "eth0")]
+    pub iface: String,
+}
+
+/// What `xoff host` writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostOutput {
+    pub host: String,
+    pub index: u32,
+    pub rate_bps: u64,
+    pub mss: u32,
+    pub tx: Vec<TxRecord>,
+    pub rx: Vec<RxRecord>,
+    pub counters: StackCounters,
+    pub xdp: Option<XdpSnapshot>,
+    /// Frames the UMEM could not provide when the stack had one to send.
+    pub no_frame: u64,
+}
+
+/// Every host of a topology as the stack sees it (index = topology order).
+pub fn host_infos(topo: &Topology) -> Result<Vec<HostInfo>> {
+    let file = topo.path.display().to_string();
+    let mut v = Vec::new();
+    for (i, h) in topo.hosts.iter().enumerate() {
+        let (ip, prefix_len) =
+            parse_cidr(&h.ip).map_err(|r| anyhow!("{file}: host[{i}].ip: {r}"))?;
+        let peer = topo.peer(&Endpoint::Host(h.name.clone()));
+        let (gateway_mac, rate, delay) = match &peer {
+            Some(e @ Endpoint::Port(s, p)) => {
+                let spec = topo.switch_spec(s)?;
+                let ps = spec.ports.iter().find(|x| &x.name == p);
+                (
+                    topo.endpoint_mac(e),
+                    ps.map_or(0, |x| x.rate_bps),
+                    ps.map_or(0, |x| x.delay_ps),
+                )
+            }
+            _ => (None, 0, 0),
+        };
+        v.push(HostInfo {
+            name: h.name.clone(),
+            index: i,
+            mac: topo.host_mac(h),
+            ip,
+            prefix_len,
+            gateway_mac,
+            nic_rate_bps: rate,
+            nic_delay_ps: delay,
+        });
+    }
+    Ok(v)
+}
+
+fn unix_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+pub fn run(a: HostArgs) -> Result<i32> {
+    let topo = Topology::load(&a.topology)?;
+    let infos = host_infos(&topo)?;
+    let me = infos
+        .iter()
+        .position(|h| h.name == a.host)
+        .ok_or_else(|| anyhow!("{}: no host named `{}`", a.topology.display(), a.host))?;
+    let text = std::fs::read_to_string(&a.schedule)
+        .with_context(|| format!("reading {}", a.schedule.display()))?;
+    let sched = dataplane::workload::from_csv(&text, &a.schedule.display().to_string())?;
+    let rate = match &a.rate {
+        Some(r) => parse_rate(r).map_err(|e| anyhow!("--rate: {e}"))?,
+        None => infos[me].nic_rate_bps,
+    };
+    if rate == 0 {
+        bail!("--rate: host `{}` has no linked port; give a rate", a.host);
+    }
+    let base_rtt = parse_time(&a.base_rtt).map_err(|e| anyhow!("--base-rtt: {e}"))?;
+    let mut cfg = StackConfig::new(me as u32, rate, base_rtt);
+    if let Some(w) = &a.window {
+        cfg.window_bytes = parse_size(w).map_err(|e| anyhow!("--window: {e}"))?.max(1);
+    }
+    if let Some(r) = &a.rto {
+        cfg.rto_ps = parse_time(r).map_err(|e| anyhow!("--rto: {e}"))?;
+    }
+    cfg.honor_pfc = !a.ignore_pfc;
+    cfg.max_lag_ps = 200_000_000;
+    let run_ps = parse_time(&a.run).map_err(|e| anyhow!("--run: {e}"))?;
+    let mss = cfg.mss;
+    let mut stack = HostStack::new(cfg, &sched);
+    let peers = peer_table(&infos, me);
+    let info = infos[me].clone();
+
+    let (mut ports, mut mem) = xsk::open_ports(std::slice::from_ref(&a.iface), 8192, None)
+        .with_context(|| format!("opening AF_XDP on {}", a.iface))?;
+    let port = ports
+        .first_mut()
+        .ok_or_else(|| anyhow!("no AF_XDP port on {}", a.iface))?;
+    let fd = port.poll_fd();
+
+    // Common start: wall clock across processes, monotonic within this one.
+    let start_at = a.start_at.unwrap_or_else(|| unix_ns() + 300_000_000);
+    let wait = start_at.saturating_sub(unix_ns());
+    let t0 = Instant::now() + Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX));
+    let now_ps = || {
+        Instant::now()
+            .checked_duration_since(t0)
+            .map_or(0, |d| d.as_nanos() as u64 * 1000)
+    };
+    let mut rxv = Vec::with_capacity(64);
+    let mut txq: Vec<(dataplane::FrameId, u32)> = Vec::with_capacity(128);
+    let mut done = Vec::with_capacity(256);
+    let mut no_frame = 0u64;
+    // Keep the fill ring stocked while waiting for the start.
+    while Instant::now() < t0 {
+        let mut v = mem.take_free(256);
+        port.refill(&mut v);
+        mem.give_free(v);
+        rxv.clear();
+        port.rx_burst(&mut rxv, 64);
+        for &(f, _) in &rxv {
+            mem.free(f);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    loop {
+        let now = now_ps();
+        if now >= run_ps {
+            break;
+        }
+        let mut busy = false;
+        rxv.clear();
+        if port.rx_burst(&mut rxv, 64) > 0 {
+            busy = true;
+        }
+        for &(f, len) in &rxv {
+            {
+                let d = mem.data(f);
+                let d = &d[..(len as usize).min(d.len())];
+                if is_mac_control(d) {
+                    stack.on_pfc(now, d);
+                } else if let Some(h) = Header::parse(d) {
+                    stack.on_frame(now, &h, len);
+                } else {
+                    stack.counters.rx_other += 1;
+                }
+            }
+            mem.free(f);
+        }
+        let mut v = mem.take_free(256);
+        port.refill(&mut v);
+        mem.give_free(v);
+        done.clear();
+        port.completions(&mut done);
+        for &f in &done {
+            mem.free(f);
+        }
+        stack.on_tick(now);
+        while txq.len() < 64 {
+            if mem.free_count() == 0 {
+                no_frame += 1;
+                break;
+            }
+            let Some(seg) = stack.poll_send(now) else {
+                break;
+            };
+            let Some(p) = peers.get(seg.dst as usize) else {
+                continue;
+            };
+            let Some(f) = mem.alloc() else {
+                break;
+            };
+            let tmpl = dataplane::fabric::FrameTemplate {
+                src_mac: info.mac,
+                dst_mac: p.mac,
+                src_ip: info.ip,
+                dst_ip: p.ip,
+                sport: PORT,
+                dport: PORT,
+                prio: seg.prio,
+                vlan: false,
+                ecn: false,
+            };
+            let len = seg.frame_len();
+            mem.with_mut(f, |d| emit_frame(&tmpl, &seg.hdr, d, len as usize));
+            txq.push((f, len));
+        }
+        if !txq.is_empty() {
+            let n = port.tx_burst(&txq);
+            txq.drain(..n);
+            busy = true;
+        }
+        if !busy {
+            let wake = stack.next_wakeup(now).unwrap_or(now + 1_000_000_000);
+            let dt = wake.saturating_sub(now_ps()).min(200_000_000);
+            if dt > 20_000_000 {
+                if let Some(fd) = fd {
+                    sys::wait_readable(&[fd], dt - 10_000_000);
+                }
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let out = HostOutput {
+        host: a.host.clone(),
+        index: me as u32,
+        rate_bps: rate,
+        mss,
+        tx: stack.tx_records(),
+        rx: stack.rx_records(),
+        counters: stack.counters,
+        xdp: port.ring_stats(),
+        no_frame,
+    };
+    write_output(&a.out, &out)?;
+    Ok(0)
+}
+
+fn write_output(dir: &Path, out: &HostOutput) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let p = dir.join(format!("{}.json", out.host));
+    std::fs::write(&p, serde_json::to_string(out)?)
+        .with_context(|| format!("writing {}", p.display()))
+}
