@@ -330,13 +330,13 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
             std::thread::sleep(Duration::from_millis(500));
         }
         "bridge" => {
-            net.exec("dut", &["ip", "link", "add", "br0", "type", "bridge"])?;
-            net.exec("dut", &["ip", "link", "set", "d1", "master", "br0"])?;
-            net.exec("dut", &["ip", "link", "set", "d2", "master", "br0"])?;
-            net.exec("dut", &["ip", "link", "set", "br0", "up"])?;
+            net.exec("dut", &["ip", "link", "add", "xbr0", "type", "bridge"])?;
+            net.exec("dut", &["ip", "link", "set", "d1", "master", "xbr0"])?;
+            net.exec("dut", &["ip", "link", "set", "d2", "master", "xbr0"])?;
+            net.exec("dut", &["ip", "link", "set", "xbr0", "up"])?;
             let ns = net.ns("dut");
             d.cleanup.push(
-                ["ip", "netns", "exec", &ns, "ip", "link", "del", "br0"]
+                ["ip", "netns", "exec", &ns, "ip", "link", "del", "xbr0"]
                     .iter()
                     .map(|s| s.to_string())
                     .collect(),
@@ -373,6 +373,7 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
                     "--forward-mode=io",
                     "--nb-cores=1",
                     "--total-num-mbufs=32768",
+                    "--stats-period=1",
                     "--auto-start",
                 ],
                 &log,
@@ -406,6 +407,8 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         bail!("Open vSwitch is not installed (deploy/install.sh --bench)");
     }
     let od = dir.join(peer);
+    // A previous frame size's database and sockets.
+    let _ = std::fs::remove_dir_all(&od);
     std::fs::create_dir_all(&od)?;
     let o = od.to_string_lossy().to_string();
     let db = format!("{o}/conf.db");
@@ -456,6 +459,26 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         "--detach",
         &format!("--log-file={o}/vswitchd.log"),
     ])?;
+    // Tear down in order: remove the bridge (and its AF_XDP sockets), stop the daemons, then
+    // delete the datapath's tap device, which a killed vswitchd leaves behind.
+    let dut_ns = net.ns("dut");
+    d.cleanup.push(
+        [
+            "ip",
+            "netns",
+            "exec",
+            &dut_ns,
+            "ovs-vsctl",
+            &format!("--db={sock}"),
+            "--timeout=10",
+            "--if-exists",
+            "del-br",
+            "br0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
     for f in ["ovsdb.pid", "vswitchd.pid"] {
         let pid: u32 = std::fs::read_to_string(od.join(f))
             .unwrap_or_default()
@@ -505,8 +528,42 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
             vs(&["add-port", "br0", p])?;
         }
     }
+    d.cleanup.push(
+        ["ip", "netns", "exec", &dut_ns, "ip", "link", "del", "br0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    );
     std::thread::sleep(Duration::from_secs(2));
     Ok(())
+}
+
+/// Starts the generator in `gen` on core 1: `size` B frames for `dur` seconds.
+fn spawn_gen(
+    net: &Net,
+    xoff: &str,
+    size: &str,
+    dur: &str,
+    extra: &[&str],
+    log: &Path,
+) -> Result<Child> {
+    let mut args = vec![
+        xoff,
+        "bench",
+        "gen",
+        "--iface",
+        "eth0",
+        "--src-mac",
+        GEN_MAC,
+        "--dst-mac",
+        SINK_MAC,
+        "--size",
+        size,
+        "--duration",
+        dur,
+    ];
+    args.extend_from_slice(extra);
+    spawn_in(net, "gen", "1", &args, log)
 }
 
 /// Sink counts, read from the `xoff bench sink` child: (seconds since start, frames).
@@ -575,27 +632,7 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     };
     std::thread::sleep(Duration::from_millis(300));
     let gen_log = dir.join("gen.log");
-    let gen = spawn_in(
-        net,
-        "gen",
-        "1",
-        &[
-            &xoff,
-            "bench",
-            "gen",
-            "--iface",
-            "eth0",
-            "--src-mac",
-            GEN_MAC,
-            "--dst-mac",
-            SINK_MAC,
-            "--size",
-            &size_s,
-            "--duration",
-            &dur_s,
-        ],
-        &gen_log,
-    );
+    let gen = spawn_gen(net, &xoff, &size_s, &dur_s, &[], &gen_log);
     let Ok(gen) = gen else {
         row.note = "cannot start the generator".into();
         return row;
@@ -682,28 +719,12 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
             .spawn();
         if let Ok(lsink) = lsink {
             std::thread::sleep(Duration::from_millis(500));
-            if let Ok(mut g) = spawn_in(
+            if let Ok(mut g) = spawn_gen(
                 net,
-                "gen",
-                "1",
-                &[
-                    &xoff,
-                    "bench",
-                    "gen",
-                    "--iface",
-                    "eth0",
-                    "--src-mac",
-                    GEN_MAC,
-                    "--dst-mac",
-                    SINK_MAC,
-                    "--size",
-                    &size_s,
-                    "--duration",
-                    &ld,
-                    "--rate",
-                    &rate,
-                    "--stamp",
-                ],
+                &xoff,
+                &size_s,
+                &ld,
+                &["--rate", &rate, "--stamp"],
                 &gen_log,
             ) {
                 let _ = g.wait();

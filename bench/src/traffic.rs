@@ -90,6 +90,9 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
                 let wait = next - start.elapsed().as_secs_f64();
                 if wait > 100e-6 {
                     std::thread::sleep(Duration::from_secs_f64(wait - 50e-6));
+                } else {
+                    // Let a sink sharing this core run instead of waiting out our time slice.
+                    std::thread::yield_now();
                 }
                 continue;
             }

@@ -29,6 +29,21 @@ pub struct BufReq {
     pub queue_bytes: u64,
 }
 
+impl BufReq {
+    /// The request that gives back what `pkt` holds in (`out_port`, `queue`) as it leaves.
+    pub fn leaving(pkt: &crate::frame::Pkt, out_port: usize, queue: usize) -> Self {
+        BufReq {
+            in_port: usize::from(pkt.in_port),
+            prio: usize::from(pkt.prio),
+            out_port,
+            queue,
+            bytes: pkt.len,
+            ecn_capable: pkt.ect,
+            queue_bytes: 0,
+        }
+    }
+}
+
 /// The configured buffer manager of one pipeline.
 #[derive(Debug)]
 pub enum Buffer {

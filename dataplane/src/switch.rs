@@ -31,6 +31,8 @@ pub struct SwitchShared {
     /// AFC pause registers, one per port (data queues).
     pub pause: Vec<PauseRegs>,
     pub up: Vec<AtomicBool>,
+    /// BFC pause counters and statistics (`scheme = "bfc"`), shared by the pipes.
+    pub bfc: Option<Arc<flowctl::BfcShared>>,
 }
 
 impl SwitchShared {
@@ -48,6 +50,10 @@ impl SwitchShared {
                 .map(|p| PauseRegs::new(p.queues))
                 .collect(),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
+            bfc: spec
+                .bfc
+                .as_ref()
+                .map(|_| Arc::new(flowctl::BfcShared::new(spec.ports.len()))),
             spec,
         })
     }
@@ -93,6 +99,8 @@ pub enum SwitchError {
     Mmu(#[from] mmu::MmuError),
     #[error("pfc: {0}")]
     Pfc(#[from] flowctl::PfcError),
+    #[error("bfc: {0}")]
+    Bfc(#[from] flowctl::BfcError),
 }
 
 struct Egress {
@@ -117,6 +125,8 @@ pub struct Switch {
     /// `take_touched` (an event-driven caller services just those).
     touched: Vec<u16>,
     track: bool,
+    /// BFC (`scheme = "bfc"`), if configured.
+    bfc: Option<Box<crate::fc::BfcGlue>>,
 }
 
 /// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
@@ -149,7 +159,9 @@ impl Switch {
             .collect();
         let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
         let fc = FlowControl::new(spec)?;
+        let bfc = crate::fc::BfcGlue::new(spec, shared.bfc.as_ref(), me == 0)?.map(Box::new);
         Ok(Switch {
+            bfc,
             owner,
             me,
             egress,
@@ -213,6 +225,10 @@ impl Switch {
         if len as usize > mem.room() {
             return self.drop_at(ip, mem, frame, DropReason::Oversize);
         }
+        let (upq, len) = match self.bfc {
+            Some(_) => crate::fc::BfcGlue::ingress_shim(mem, frame, len),
+            None => (flowctl::bfc::NO_UPQ, len),
+        };
         let meta = match parse::parse(&mem.data(frame)[..len as usize]) {
             Ok(m) => m,
             Err(r) => return self.drop_at(ip, mem, frame, r),
@@ -232,12 +248,28 @@ impl Switch {
             return self.drop_at(ip, mem, frame, DropReason::MacControl);
         }
         if meta.ethertype == EtherType::XOFF_SIGNAL {
+            // Link-local: BFC signals act on this port's egress queues.
+            if let Some(sh) = self.shared.bfc.as_ref() {
+                let d = &mem.data(frame)[..len as usize];
+                if crate::fc::BfcGlue::on_signal(sh, ip, d, &self.shared.pause, now) {
+                    mem.free(frame);
+                    if self.track && self.owns(ip) {
+                        // A resumed queue may be eligible now.
+                        self.touched.push(in_port);
+                    }
+                    return;
+                }
+            }
             return self.drop_at(ip, mem, frame, DropReason::MacControl);
         }
         let prio = self.classify(ip, &meta);
         let mut pkt = Pkt::new(frame, len, in_port, now);
         pkt.prio = prio;
         pkt.ect = meta.ecn_capable();
+        if self.bfc.is_some() {
+            pkt.upq = upq;
+            pkt.fid = crate::fc::BfcGlue::fid(&meta);
+        }
         if matches!(meta.l3, L3::Ip { .. }) {
             pkt.l3_type = meta.ethertype;
             pkt.l3_off = meta.l3_off as u8;
@@ -308,8 +340,17 @@ impl Switch {
         if !self.shared.is_up(p) {
             return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
         }
+        if let Some(b) = self.bfc.as_mut() {
+            // BFC replaces the priority map for data traffic (§3.3.1).
+            let a = b.bfc.assign(p, pkt.fid, eg.qs.nonempty(), now);
+            pkt.queue = a.queue;
+            pkt.bfc_slot = a.slot;
+        }
         let q = usize::from(pkt.queue);
         if self.fc.drops(p, q) {
+            if let Some(b) = self.bfc.as_mut() {
+                b.bfc.unassign(pkt.bfc_slot, now);
+            }
             self.shared.counters[p].queues[q].drops.add(1);
             return self.drop_at(p, mem, pkt.frame, DropReason::PfcWatchdog);
         }
@@ -325,12 +366,19 @@ impl Switch {
         };
         match self.buffer.admit(&req, now) {
             Err(r) => {
+                if let Some(b) = self.bfc.as_mut() {
+                    b.bfc.unassign(pkt.bfc_slot, now);
+                }
                 qc.drops.add(1);
                 self.shared.counters[p].drop(r);
                 mem.free(pkt.frame);
             }
             Ok((tag, mark)) => {
                 pkt.tag = tag;
+                if let Some(b) = self.bfc.as_mut() {
+                    let (bytes, ne) = (eg.qs.data[q].bytes(), eg.qs.nonempty());
+                    b.on_enqueue(&mut pkt, p, q, bytes, ne, &self.shared.pause[p], now);
+                }
                 if mark && pkt.l3_type != 0 {
                     let meta_off = usize::from(pkt.l3_off);
                     let (l3_type, n) = (pkt.l3_type, pkt.len as usize);
@@ -354,6 +402,9 @@ impl Switch {
 
     /// Moves MMU events into the flow-control engine and queues the frames it wants sent.
     fn pump_control<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
+        if self.bfc.is_some() {
+            self.pump_bfc(mem, now);
+        }
         self.buffer.poll_events(&mut self.fc_events);
         if !self.fc_events.is_empty() {
             self.fc.on_mmu_events(&mut self.fc_events, now);
@@ -388,6 +439,43 @@ impl Switch {
         self.pfc_buf = frames;
     }
 
+    /// Sends the BFC signals collected since the last call (and the pause-bitmap refresh
+    /// when due) as Xoff signal frames on the control queues.
+    fn pump_bfc<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
+        let Some(b) = self.bfc.as_mut() else { return };
+        b.bfc.refresh_due(now);
+        b.bfc.refresh(now, &mut b.sig);
+        if b.sig.is_empty() {
+            return;
+        }
+        let mut sig = std::mem::take(&mut b.sig);
+        for (port, repr) in sig.drain(..) {
+            let Some(f) = mem.alloc() else {
+                self.shared.counters[port].drop(DropReason::NoFrame);
+                continue;
+            };
+            let len = mem.with_mut(f, |d| repr.emit_into(d)) as u32;
+            let pkt = Pkt::new(f, len, port as u16, now);
+            if self.owns(port) {
+                if let Some(eg) = self.egress[port].as_mut() {
+                    eg.qs.ctrl.push(pkt);
+                    if self.track {
+                        self.touched.push(port as u16);
+                    }
+                }
+            } else {
+                self.ctrl_out.push(Handoff {
+                    port: port as u16,
+                    pkt,
+                    ctrl: true,
+                });
+            }
+        }
+        if let Some(b) = self.bfc.as_mut() {
+            b.sig = sig;
+        }
+    }
+
     /// Timed work of flow control (PFC refresh, watchdog). Call at `next_timer()`.
     pub fn on_timer<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
         if self.fc.watchdog_due(now) {
@@ -420,7 +508,11 @@ impl Switch {
 
     /// When `on_timer` next has work.
     pub fn next_timer(&self) -> Option<u64> {
-        self.fc.next_deadline()
+        let t = self.fc.next_deadline();
+        match self.bfc.as_ref().and_then(|b| b.bfc.pending_refresh()) {
+            Some(r) => Some(t.map_or(r, |t| t.min(r))),
+            None => t,
+        }
     }
 
     /// Drops everything in one data queue.
@@ -440,16 +532,11 @@ impl Switch {
         qc.depth_bytes.set(0);
         qc.depth_pkts.set(0);
         for pkt in pkts {
-            let req = BufReq {
-                in_port: usize::from(pkt.in_port),
-                prio: usize::from(pkt.prio),
-                out_port: port,
-                queue: q,
-                bytes: pkt.len,
-                ecn_capable: false,
-                queue_bytes: 0,
-            };
+            let req = BufReq::leaving(&pkt, port, q);
             self.buffer.release(&req, pkt.tag, now);
+            if let Some(b) = self.bfc.as_mut() {
+                b.on_dequeue(&pkt, now);
+            }
             qc.drops.add(1);
             self.shared.counters[port].drop(why);
             mem.free(pkt.frame);
@@ -474,7 +561,13 @@ impl Switch {
 
     /// Flow-control counters (PFC per port and priority, watchdog), if configured.
     pub fn fc_stats_json(&self, now: u64) -> Option<serde_json::Value> {
-        self.fc.stats_json(now)
+        let fc = self.fc.stats_json(now);
+        let Some(sh) = self.shared.bfc.as_ref() else {
+            return fc;
+        };
+        let mut v = fc.unwrap_or_else(|| serde_json::json!({}));
+        v["bfc"] = crate::fc::BfcGlue::stats_json(sh);
+        Some(v)
     }
 
     /// MMU events raised so far.
@@ -518,22 +611,27 @@ impl Switch {
             let Some((pkt, q)) = eg.qs.dequeue(pause, now) else {
                 break;
             };
-            eg.link.start(pkt, now);
+            match (self.bfc.as_mut(), q) {
+                (Some(b), Some(q)) => {
+                    b.on_dequeue(&pkt, now);
+                    let mut wire = pkt;
+                    if b.shim[p] {
+                        // Toward a BFC peer: carry the queue the packet left from.
+                        wire.len = crate::fc::BfcGlue::push_shim(mem, pkt.frame, pkt.len, q);
+                    }
+                    eg.link.start(wire, now);
+                }
+                _ => {
+                    eg.link.start(pkt, now);
+                }
+            }
             if let Some(q) = q {
                 let qc = &self.shared.counters[p].queues[q];
                 qc.deq_pkts.add(1);
                 qc.deq_bytes.add(u64::from(pkt.len));
                 qc.depth_bytes.set(eg.qs.data[q].bytes());
                 qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-                let req = BufReq {
-                    in_port: usize::from(pkt.in_port),
-                    prio: usize::from(pkt.prio),
-                    out_port: p,
-                    queue: q,
-                    bytes: pkt.len,
-                    ecn_capable: pkt.ect,
-                    queue_bytes: 0,
-                };
+                let req = BufReq::leaving(&pkt, p, q);
                 self.buffer.release(&req, pkt.tag, now);
             }
         }
@@ -578,16 +676,11 @@ impl Switch {
         flushed.extend(eg.qs.ctrl.drain());
         for (q, fifo) in eg.qs.data.iter_mut().enumerate() {
             for pkt in fifo.drain() {
-                let req = BufReq {
-                    in_port: usize::from(pkt.in_port),
-                    prio: usize::from(pkt.prio),
-                    out_port: port,
-                    queue: q,
-                    bytes: pkt.len,
-                    ecn_capable: false,
-                    queue_bytes: 0,
-                };
+                let req = BufReq::leaving(&pkt, port, q);
                 self.buffer.release(&req, pkt.tag, now);
+                if let Some(b) = self.bfc.as_mut() {
+                    b.on_dequeue(&pkt, now);
+                }
                 flushed.push(pkt);
             }
         }
