@@ -133,7 +133,7 @@ pub struct Switch {
 /// shared with the hosts' stacks) or woke late may start frames up to this far in the past, so
 /// the emulated rate holds over any window longer than this; the cost is a burst of at most
 /// this much line time after a stall.
-pub const REALTIME_MAX_LAG_PS: u64 = 1_000_000_000; // 1 ms
+pub const REALTIME_MAX_LAG_PS: u64 = 5_000_000_000; // 5 ms
 
 impl Switch {
     /// A pipe owning the ports `p` with `owner[p] == me`. `pipes` divides the MMU's buffer.
