@@ -149,6 +149,72 @@ pub struct SwitchConfig {
     pub pfc: Option<flowctl::PfcConfig>,
     /// PFC watchdog (SONiC pfcwd semantics).
     pub watchdog: Option<flowctl::WatchdogConfig>,
+    /// How data packets are mapped to egress queues and backpressured: `static` (the
+    /// priority map; default), `bfc`, `bfc-stochastic` or `bfc-single` (BFC, `flowctl::bfc`).
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// BFC parameters (`[switch.bfc]`; used when `scheme` is a BFC variant).
+    pub bfc: Option<BfcSettings>,
+}
+
+/// Queue assignment / per-hop flow-control scheme of a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    /// Queue = `prio_map[priority]`.
+    #[default]
+    Static,
+    /// BFC with dynamic queue assignment (§3.3.1).
+    Bfc,
+    /// BFC backpressure with a static hash of the flow to a queue.
+    BfcStochastic,
+    /// BFC backpressure with every flow in queue 0.
+    BfcSingle,
+}
+
+impl Scheme {
+    /// Whether this is a BFC variant.
+    pub fn is_bfc(self) -> bool {
+        !matches!(self, Scheme::Static)
+    }
+}
+
+/// `[switch.bfc]`: BFC parameters. Defaults follow the paper (table 100 × queues, sticky
+/// 2·HRTT, HRTT = 2 × the largest port delay, `Th = HRTT·μ/N_active`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BfcSettings {
+    /// Flow-table entries per egress port as a multiple of its queues (default 100).
+    pub table_factor: Option<usize>,
+    /// One-hop RTT (default 2 × the largest port delay).
+    pub hrtt: Option<Time>,
+    /// Fixed pause threshold instead of `HRTT·μ/N_active`.
+    pub threshold: Option<Size>,
+    /// Sticky threshold in HRTTs (default 2).
+    pub sticky_hrtts: Option<u64>,
+    /// Pause-bitmap refresh period (default 10 × HRTT, at least 10 µs; "0us" disables).
+    pub refresh: Option<Time>,
+    /// Ports whose peers speak the Xoff data shim besides BFC switches (found from the
+    /// topology): e.g. a host NIC that honours BFC.
+    #[serde(default)]
+    pub shim_ports: Vec<String>,
+    /// Deadlock guard (App. B): the switch's up ports; backpressure is elided for packets
+    /// that enter on one and leave on one (down-up bounces). Default: ports linked to a
+    /// switch without hosts (a leaf's spine ports in a leaf-spine).
+    pub uplinks: Option<Vec<String>>,
+    /// More ⟨ingress, egress⟩ port pairs without backpressure.
+    #[serde(default)]
+    pub elide: Vec<[String; 2]>,
+}
+
+/// Resolved BFC settings of a switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BfcSpec {
+    pub config: flowctl::BfcConfig,
+    /// ⟨ingress, egress⟩ port pairs without backpressure.
+    pub elide: Vec<(usize, usize)>,
+    /// Per port: push the data shim on egress (the peer speaks BFC).
+    pub shim: Vec<bool>,
 }
 
 fn default_seed() -> u32 {
@@ -222,6 +288,8 @@ pub struct SwitchSpec {
     pub buffer: Option<mmu::MmuConfig>,
     pub pfc: Option<flowctl::PfcConfig>,
     pub watchdog: Option<flowctl::WatchdogConfig>,
+    /// BFC (`scheme = "bfc"` and variants).
+    pub bfc: Option<BfcSpec>,
 }
 
 /// A deterministic locally administered MAC for a named interface.
@@ -603,6 +671,11 @@ impl Topology {
             b.validate()
                 .map_err(|e| self.err(format!("switch[{si}].buffer"), e.to_string()))?;
         }
+        let bfc = if s.scheme.is_bfc() {
+            Some(self.bfc_spec(si, s, &index)?)
+        } else {
+            None
+        };
         Ok(SwitchSpec {
             name: s.name.clone(),
             seed: s.seed,
@@ -613,6 +686,93 @@ impl Topology {
             buffer: s.buffer.clone(),
             pfc: s.pfc.clone(),
             watchdog: s.watchdog,
+            bfc,
+        })
+    }
+
+    /// Whether switch `name` runs a BFC scheme.
+    pub fn runs_bfc(&self, name: &str) -> bool {
+        self.switches
+            .iter()
+            .any(|s| s.name == name && s.scheme.is_bfc())
+    }
+
+    fn bfc_spec(
+        &self,
+        si: usize,
+        s: &SwitchConfig,
+        index: &BTreeMap<String, usize>,
+    ) -> Result<BfcSpec, ConfigError> {
+        let d = s.bfc.clone().unwrap_or_default();
+        let key = |k: &str| format!("switch[{si}].bfc.{k}");
+        let port = |k: &str, n: &str| {
+            index
+                .get(n)
+                .copied()
+                .ok_or_else(|| self.err(key(k), format!("no port `{n}` on switch `{}`", s.name)))
+        };
+        let peer = |p: &PortConfig| self.peer(&Endpoint::Port(s.name.clone(), p.name.clone()));
+        let mut shim: Vec<bool> = s
+            .ports
+            .iter()
+            .map(|p| matches!(peer(p), Some(Endpoint::Port(sw, _)) if self.runs_bfc(&sw)))
+            .collect();
+        for n in &d.shim_ports {
+            shim[port("shim_ports", n)?] = true;
+        }
+        let has_hosts = |sw: &str| {
+            self.endpoints().iter().any(|(a, b)| {
+                matches!((a, b), (Endpoint::Host(_), Endpoint::Port(x, _)) | (Endpoint::Port(x, _), Endpoint::Host(_)) if x == sw)
+            })
+        };
+        let uplinks: Vec<usize> = match &d.uplinks {
+            Some(v) => v
+                .iter()
+                .map(|n| port("uplinks", n))
+                .collect::<Result<_, _>>()?,
+            None => s
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| matches!(peer(p), Some(Endpoint::Port(sw, _)) if !has_hosts(&sw)))
+                .map(|(i, _)| i)
+                .collect(),
+        };
+        let mut elide: Vec<(usize, usize)> = uplinks
+            .iter()
+            .flat_map(|&a| uplinks.iter().map(move |&b| (a, b)))
+            .collect();
+        for [a, b] in &d.elide {
+            elide.push((port("elide", a)?, port("elide", b)?));
+        }
+        let mut config = flowctl::BfcConfig {
+            assignment: match s.scheme {
+                Scheme::BfcStochastic => flowctl::Assignment::Stochastic,
+                Scheme::BfcSingle => flowctl::Assignment::Single,
+                _ => flowctl::Assignment::Dynamic,
+            },
+            hrtt_ps: d.hrtt.map(|t| t.0),
+            th_bytes: d.threshold.map(|t| t.0),
+            refresh_ps: d.refresh.map(|t| t.0),
+            seed: u64::from(s.seed),
+            ..flowctl::BfcConfig::default()
+        };
+        if let Some(f) = d.table_factor {
+            if !(1..=100_000).contains(&f) {
+                return Err(self.err(key("table_factor"), format!("{f}: must be 1..=100000")));
+            }
+            config.table_factor = f;
+        }
+        if let Some(n) = d.sticky_hrtts {
+            if n == 0 {
+                return Err(self.err(key("sticky_hrtts"), "must be > 0"));
+            }
+            config.sticky_hrtts = n;
+        }
+        Ok(BfcSpec {
+            config,
+            elide,
+            shim,
         })
     }
 }

@@ -237,3 +237,202 @@ pub fn emit_pfc(repr: &PfcRepr, buf: &mut [u8]) -> usize {
     repr.emit(&mut MacCtlFrame::new_unchecked(&mut buf[..n]));
     n
 }
+
+/// BFC in the pipeline (`flowctl::bfc`): strips the data shim on ingress and pushes it on
+/// egress toward BFC peers, feeds the flow table and pause counters from enqueue/dequeue,
+/// applies received Xoff signal frames to the AFC pause registers, and collects the signals
+/// to send. The decisions are `flowctl::Bfc`'s.
+#[derive(Debug)]
+pub struct BfcGlue {
+    pub bfc: flowctl::Bfc,
+    /// Per port: push the data shim on egress.
+    pub shim: Vec<bool>,
+    /// Signals to send (port, repr).
+    pub sig: Vec<(usize, flowctl::wire::signal::SignalRepr)>,
+}
+
+impl BfcGlue {
+    /// BFC for `spec` if it runs a BFC scheme; `refresher` on one pipe per switch.
+    pub fn new(
+        spec: &SwitchSpec,
+        shared: Option<&std::sync::Arc<flowctl::BfcShared>>,
+        refresher: bool,
+    ) -> Result<Option<Self>, flowctl::BfcError> {
+        let (Some(b), Some(sh)) = (&spec.bfc, shared) else {
+            return Ok(None);
+        };
+        let ports: Vec<flowctl::BfcPort> = spec
+            .ports
+            .iter()
+            .map(|p| flowctl::BfcPort {
+                rate_bps: p.rate_bps,
+                delay_ps: p.delay_ps,
+                queues: p.queues,
+                mtu_frame: p.mtu + 14,
+                mac: p.mac.0,
+                peer_mac: p.peer_mac.map(|m| m.0),
+            })
+            .collect();
+        let bfc = flowctl::Bfc::new(
+            b.config.clone(),
+            &ports,
+            &b.elide,
+            b.shim.clone(),
+            sh.clone(),
+            refresher,
+        )?;
+        Ok(Some(BfcGlue {
+            bfc,
+            shim: b.shim.clone(),
+            sig: Vec::new(),
+        }))
+    }
+
+    /// Strips the data shim of a received frame, if it has one: (upstreamQ or `NO_UPQ`,
+    /// new length).
+    #[inline]
+    pub fn ingress_shim(
+        mem: &mut impl crate::frame::FrameMem,
+        f: crate::FrameId,
+        len: u32,
+    ) -> (u8, u32) {
+        use flowctl::wire::shim::{ShimRepr, ETHERTYPE_XOFF_SHIM};
+        let d = mem.data(f);
+        if len < 18 || d[12..14] != ETHERTYPE_XOFF_SHIM.to_be_bytes() {
+            return (flowctl::bfc::NO_UPQ, len);
+        }
+        mem.with_mut(f, |d| {
+            match ShimRepr::pop(&mut d[..len as usize], len as usize) {
+                Ok((r, n)) => (r.upstream_q, n as u32),
+                Err(_) => (flowctl::bfc::NO_UPQ, len),
+            }
+        })
+    }
+
+    /// Pushes the data shim carrying `queue` into a frame leaving toward a BFC peer; returns
+    /// the new length (unchanged if the chunk has no room).
+    #[inline]
+    pub fn push_shim(
+        mem: &mut impl crate::frame::FrameMem,
+        f: crate::FrameId,
+        len: u32,
+        queue: usize,
+    ) -> u32 {
+        let r = flowctl::wire::shim::ShimRepr {
+            upstream_q: queue as u8,
+        };
+        mem.with_mut(f, |d| r.push(d, len as usize))
+            .map_or(len, |n| n as u32)
+    }
+
+    /// The BFC flow identifier hash of a parsed frame (5-tuple, else MAC addresses).
+    #[inline]
+    pub fn fid(m: &crate::parse::PacketMeta) -> u32 {
+        let ip = |a: &std::net::IpAddr| match a {
+            std::net::IpAddr::V4(v) => u128::from(u32::from(*v)),
+            std::net::IpAddr::V6(v) => u128::from(*v),
+        };
+        match m.five_tuple() {
+            Some(t) => flowctl::bfc::fid_hash(ip(&t.src), ip(&t.dst), t.sport, t.dport, t.proto),
+            None => {
+                let mac = |a: [u8; 6]| a.iter().fold(0u128, |x, &b| (x << 8) | u128::from(b));
+                flowctl::bfc::fid_hash(mac(m.src.0), mac(m.dst.0), m.ethertype, 0, 0)
+            }
+        }
+    }
+
+    /// Backpressure on enqueue of `pkt` into `queue` of `port` (holding `queue_bytes`);
+    /// `nonempty` is the port's bitmap of non-empty queues.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_enqueue(
+        &mut self,
+        pkt: &mut crate::Pkt,
+        port: usize,
+        queue: usize,
+        queue_bytes: u64,
+        nonempty: u128,
+        pause: &flowctl::PauseRegs,
+        now: u64,
+    ) {
+        let busy = nonempty | (1 << queue);
+        let n_active = (busy & !pause.paused_mask(now)).count_ones();
+        let (marked, sig) = self.bfc.on_enqueue(
+            usize::from(pkt.in_port),
+            pkt.upq,
+            port,
+            queue_bytes,
+            n_active,
+        );
+        pkt.bfc_mark = marked;
+        if let Some(s) = sig {
+            self.sig.push(s);
+        }
+    }
+
+    /// A packet leaves its queue of `port` (sent or dropped).
+    #[inline]
+    pub fn on_dequeue(&mut self, port: usize, pkt: &crate::Pkt, now: u64) {
+        if let Some(s) = self.bfc.on_dequeue(
+            port,
+            pkt.bfc_slot,
+            pkt.bfc_mark,
+            usize::from(pkt.in_port),
+            pkt.upq,
+            now,
+        ) {
+            self.sig.push(s);
+        }
+    }
+
+    /// Applies an Xoff signal frame received on `port`; false if malformed.
+    pub fn on_signal(
+        shared: &flowctl::BfcShared,
+        port: usize,
+        frame: &[u8],
+        regs: &[flowctl::PauseRegs],
+        now: u64,
+    ) -> bool {
+        use flowctl::wire::signal::{Frame, SignalRepr};
+        let Ok(f) = Frame::new_checked(frame) else {
+            return false;
+        };
+        let Ok(r) = SignalRepr::parse(&f) else {
+            return false;
+        };
+        flowctl::Bfc::apply_signal(shared, port, &r.signal, regs, now);
+        true
+    }
+
+    /// Counters for statistics: per port, the non-zero BFC counters.
+    pub fn stats_json(shared: &flowctl::BfcShared) -> serde_json::Value {
+        let per_q = |c: &[flowctl::bfc::Counter]| -> serde_json::Map<String, serde_json::Value> {
+            c.iter()
+                .enumerate()
+                .filter(|(_, c)| c.get() > 0)
+                .map(|(q, c)| (q.to_string(), c.get().into()))
+                .collect()
+        };
+        let ports: Vec<serde_json::Value> = shared
+            .ports
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "active_queues": p.active_queues.get(),
+                    "active_queues_max": p.active_queues_max.get(),
+                    "assignments": p.assignments.get(),
+                    "collisions": p.collisions.get(),
+                    "table_collisions": p.table_collisions.get(),
+                    "marked": p.marked.get(),
+                    "refresh_sent": p.refresh_sent.get(),
+                    "refresh_received": p.refresh_received.get(),
+                    "pauses_sent": per_q(&p.pauses_sent),
+                    "resumes_sent": per_q(&p.resumes_sent),
+                    "pauses_received": per_q(&p.pauses_received),
+                    "resumes_received": per_q(&p.resumes_received),
+                })
+            })
+            .collect();
+        serde_json::json!({ "ports": ports })
+    }
+}

@@ -106,6 +106,15 @@ pub struct Pkt {
     pub l3_off: u8,
     /// ECN-capable transport.
     pub ect: bool,
+    /// BFC: hash of the flow identifier (0 when BFC is off).
+    pub fid: u32,
+    /// BFC: flow-table slot (`flowctl::bfc::NO_SLOT` if none).
+    pub bfc_slot: u32,
+    /// BFC: the queue the packet left from at the upstream device (`upstreamQ` from the
+    /// data shim; `flowctl::bfc::NO_UPQ` if it carried none).
+    pub upq: u8,
+    /// BFC: the packet incremented a pause counter on enqueue.
+    pub bfc_mark: bool,
 }
 
 impl Pkt {
@@ -122,6 +131,10 @@ impl Pkt {
             l3_type: 0,
             l3_off: 0,
             ect: false,
+            fid: 0,
+            bfc_slot: flowctl::bfc::NO_SLOT,
+            upq: flowctl::bfc::NO_UPQ,
+            bfc_mark: false,
         }
     }
 }

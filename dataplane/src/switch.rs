@@ -342,7 +342,8 @@ impl Switch {
         }
         if let Some(b) = self.bfc.as_mut() {
             // BFC replaces the priority map for data traffic (§3.3.1).
-            let a = b.bfc.assign(p, pkt.fid, eg.qs.nonempty(), now);
+            let paused = self.shared.pause[p].paused_mask(now);
+            let a = b.bfc.assign(p, pkt.fid, eg.qs.nonempty(), paused, now);
             pkt.queue = a.queue;
             pkt.bfc_slot = a.slot;
         }
@@ -535,7 +536,7 @@ impl Switch {
             let req = BufReq::leaving(&pkt, port, q);
             self.buffer.release(&req, pkt.tag, now);
             if let Some(b) = self.bfc.as_mut() {
-                b.on_dequeue(&pkt, now);
+                b.on_dequeue(port, &pkt, now);
             }
             qc.drops.add(1);
             self.shared.counters[port].drop(why);
@@ -613,7 +614,7 @@ impl Switch {
             };
             match (self.bfc.as_mut(), q) {
                 (Some(b), Some(q)) => {
-                    b.on_dequeue(&pkt, now);
+                    b.on_dequeue(p, &pkt, now);
                     let mut wire = pkt;
                     if b.shim[p] {
                         // Toward a BFC peer: carry the queue the packet left from.
@@ -679,7 +680,7 @@ impl Switch {
                 let req = BufReq::leaving(&pkt, port, q);
                 self.buffer.release(&req, pkt.tag, now);
                 if let Some(b) = self.bfc.as_mut() {
-                    b.on_dequeue(&pkt, now);
+                    b.on_dequeue(port, &pkt, now);
                 }
                 flushed.push(pkt);
             }

@@ -5,12 +5,15 @@
 //! * [`afc`]: per-port queue pause registers, the Tofino2-style AFC command word and ring.
 //! * [`pfc`]: the PFC sender state machine and receive side.
 //! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
+//! * [`bfc`]: Backpressure Flow Control (queue assignment, pause counters, signals).
 
 pub mod afc;
+pub mod bfc;
 pub mod pfc;
 pub mod watchdog;
 pub mod wire;
 
 pub use afc::{AfcCmd, AfcError, AfcRing, PauseRegs};
+pub use bfc::{Assignment, Bfc, BfcConfig, BfcError, BfcPort, BfcShared};
 pub use pfc::{Pfc, PfcConfig, PfcCounters, PfcError, PfcEvent, PfcPort, PfcTx};
 pub use watchdog::{QueueView, Watchdog, WatchdogConfig, WdAction, WdCounters, WdEvent};

@@ -9,6 +9,8 @@
 //! probe = [{ switch = "s1", port = "p3", queue = 0, counter = "depth_bytes" }]
 //! nic = { h1 = { rate = "25Gbit" } }   # host NICs default to the attached port's rate/delay
 //! honor_pfc = true          # host NICs pause per priority on 802.1Qbb frames
+//! honor_bfc = true          # host NICs run BFC: per-flow queues, shim, Xoff signals
+//! inflight_cap = "100KB"    # or cap each flow's bytes in flight (BFC partial deployment)
 //!
 //! [[flow]]
 //! name = "f1"
@@ -48,6 +50,16 @@ pub struct SimConfig {
     /// Host NICs honour PFC frames per priority, as RDMA NICs do (default false).
     #[serde(default)]
     pub honor_pfc: bool,
+    /// Host NICs run BFC (BFC §5): a NIC queue per flow, upstreamQ in the Xoff data shim,
+    /// paused/resumed per queue by Xoff signal frames (default false).
+    #[serde(default)]
+    pub honor_bfc: bool,
+    /// Queues of a BFC host NIC (1..=128, default 32).
+    pub nic_bfc_queues: Option<usize>,
+    /// Cap on each flow's data in flight (frame bytes sent and not yet received), e.g. one
+    /// end-to-end BDP: the partial-deployment mode of BFC §5 / App. E.1 for NICs that do not
+    /// honour BFC. Sources are held back (counted as blocked) while a flow is at the cap.
+    pub inflight_cap: Option<Size>,
     /// Frames a host NIC queues before its sources are held back (default 1024).
     pub nic_queue: Option<usize>,
     /// Cap on frames alive at once in the fabric (default 4 Mi frames = 8 GiB of arena).
@@ -66,6 +78,10 @@ pub struct NicConfig {
     pub delay: Option<Time>,
     /// Whether this NIC honours PFC (default: `[sim] honor_pfc`).
     pub honor_pfc: Option<bool>,
+    /// Whether this NIC runs BFC (default: `[sim] honor_bfc`).
+    pub honor_bfc: Option<bool>,
+    /// Per-flow in-flight cap (default: `[sim] inflight_cap`).
+    pub inflight_cap: Option<Size>,
 }
 
 /// One probe column: a switch counter (port or queue), or a flow counter.

@@ -62,6 +62,70 @@ pub struct Nic {
     pub refused: u64,
     /// Pending wakeup in the event heap (`u64::MAX`: none).
     pub(crate) sched: u64,
+    /// BFC mode (BFC §5): per-flow NIC queues, upstreamQ in the data shim, paused and resumed
+    /// per queue by Xoff signal frames. `None`: queues per priority as above.
+    pub bfc: Option<NicBfc>,
+    /// Per-flow cap on bytes in flight (sent, not yet received; BFC partial deployment).
+    pub inflight_cap: Option<u64>,
+    /// Frames held back by `inflight_cap`.
+    pub capped: u64,
+}
+
+/// The BFC side of a host NIC: one FIFO per NIC queue, flows assigned to queues round robin
+/// on first sight (so flows of one host do not share a queue until all are taken).
+#[derive(Debug, Default)]
+pub struct NicBfc {
+    queues: Vec<VecDeque<(FrameId, u32)>>,
+    /// Flow hash → NIC queue.
+    flows: std::collections::BTreeMap<u32, u8>,
+    next: usize,
+    rr: usize,
+    /// Bit q: queue q paused by the switch.
+    pub paused: u128,
+    /// Signal frames honoured.
+    pub signals_rx: u64,
+    pub pauses_rx: u64,
+    pub resumes_rx: u64,
+}
+
+impl NicBfc {
+    /// A BFC NIC with `queues` queues (1..=128).
+    pub fn new(queues: usize) -> Self {
+        NicBfc {
+            queues: (0..queues.clamp(1, 128)).map(|_| VecDeque::new()).collect(),
+            ..NicBfc::default()
+        }
+    }
+
+    /// The NIC queue of flow `fid`.
+    pub fn queue_of(&mut self, fid: u32) -> u8 {
+        let n = self.queues.len();
+        let next = &mut self.next;
+        *self.flows.entry(fid).or_insert_with(|| {
+            let q = (*next % n) as u8;
+            *next += 1;
+            q
+        })
+    }
+
+    fn pop(&mut self) -> Option<(FrameId, u32)> {
+        let n = self.queues.len();
+        for i in 0..n {
+            let q = (self.rr + i) % n;
+            if self.paused & (1 << q) == 0 && !self.queues[q].is_empty() {
+                self.rr = (q + 1) % n;
+                return self.queues[q].pop_front();
+            }
+        }
+        None
+    }
+
+    fn has_eligible(&self) -> bool {
+        self.queues
+            .iter()
+            .enumerate()
+            .any(|(q, f)| self.paused & (1 << q) == 0 && !f.is_empty())
+    }
 }
 
 impl Nic {
@@ -81,6 +145,9 @@ impl Nic {
             pfc_rx: 0,
             refused: 0,
             sched: u64::MAX,
+            bfc: None,
+            inflight_cap: None,
+            capped: 0,
         }
     }
 
@@ -98,6 +165,13 @@ impl Nic {
     fn pop(&mut self, now: u64) -> Option<(FrameId, u32)> {
         if self.len == 0 {
             return None;
+        }
+        if let Some(b) = self.bfc.as_mut() {
+            let f = b.pop();
+            if f.is_some() {
+                self.len -= 1;
+                return f;
+            }
         }
         for i in 0..8 {
             let c = (self.rr + i) % 8;
@@ -134,6 +208,37 @@ impl Nic {
         true
     }
 
+    /// Applies a received Xoff signal frame if this NIC runs BFC; true if it was one.
+    pub(crate) fn on_bfc_signal(&mut self, frame: &[u8]) -> bool {
+        use flowctl::wire::signal::{Frame, Signal, SignalRepr};
+        let Some(b) = self.bfc.as_mut() else {
+            return false;
+        };
+        let Ok(r) = Frame::new_checked(frame).and_then(|f| SignalRepr::parse(&f)) else {
+            return false;
+        };
+        b.signals_rx += 1;
+        match r.signal {
+            Signal::Pause(q) => {
+                b.pauses_rx += 1;
+                b.paused |= 1 << q;
+            }
+            Signal::Resume(q) => {
+                b.resumes_rx += 1;
+                b.paused &= !(1 << q);
+            }
+            Signal::Bitmap { count, bits } => {
+                let m = if count >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << count) - 1
+                };
+                b.paused = (b.paused & !m) | (bits & m);
+            }
+        }
+        true
+    }
+
     /// Starts queued frames as the link allows and returns when it next needs service.
     pub(crate) fn service(&mut self, now: u64, out: &mut Vec<(FrameId, u32)>) -> Option<u64> {
         while self.link.can_start(now) {
@@ -149,6 +254,12 @@ impl Nic {
         }
         let mut t = self.link.next_release();
         let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
+        if let Some(b) = self.bfc.as_ref().filter(|_| self.len > 0) {
+            // BFC queues wait for a resume frame, which services the NIC.
+            if b.has_eligible() {
+                upd(now.max(self.link.free_at()));
+            }
+        }
         if self.len > 0 {
             // Eligible now (link permitting), or when the earliest pause of a non-empty
             // priority lapses.
@@ -190,8 +301,34 @@ impl HostCtx<'_> {
         self.nic.backlog()
     }
 
-    /// Queues `frame` on the NIC. If the queue is full the frame is freed and `false` returned.
+    /// Queues `frame` on the NIC. If the queue is full (or the frame's flow is at the NIC's
+    /// in-flight cap) the frame is freed and `false` returned.
     pub fn send(&mut self, frame: FrameId, len: u32) -> bool {
+        if let Some(cap) = self.nic.inflight_cap {
+            let data = &self.mem.data(frame)[..len as usize];
+            let inflight = DataHeader::parse(data)
+                .and_then(|h| self.flows.flows.get(h.flow as usize))
+                .map_or(0, |r| r.tx_bytes.saturating_sub(r.rx_bytes));
+            if inflight + u64::from(len) > cap {
+                self.nic.capped += 1;
+                self.mem.free(frame);
+                return false;
+            }
+        }
+        if self.can_send() && self.nic.bfc.is_some() {
+            // BFC NIC: the flow's NIC queue, carried as upstreamQ in the data shim.
+            let fid = crate::parse::parse(&self.mem.data(frame)[..len as usize])
+                .map(|m| crate::fc::BfcGlue::fid(&m))
+                .unwrap_or(0);
+            let Some(b) = self.nic.bfc.as_mut() else {
+                return false;
+            };
+            let q = b.queue_of(fid);
+            let len = crate::fc::BfcGlue::push_shim(self.mem, frame, len, usize::from(q));
+            b.queues[usize::from(q)].push_back((frame, len));
+            self.nic.len += 1;
+            return true;
+        }
         if self.can_send() {
             // The NIC queues by priority, read from the frame as a switch would (PCP, else
             // DSCP >> 3).

@@ -33,8 +33,8 @@ pub mod rng;
 pub use config::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
 pub use flow::{DelayReport, FlowLog, FlowRecord, FlowReport};
 pub use host::{
-    sink_receive, DataHeader, FrameTemplate, HostCtx, HostInfo, HostModel, Nic, OnOff, Source,
-    UdpHost,
+    sink_receive, DataHeader, FrameTemplate, HostCtx, HostInfo, HostModel, Nic, NicBfc, OnOff,
+    Source, UdpHost,
 };
 pub use mem::FabricMem;
 pub use probe::{FlowCounter, PortCounter, ProbeTarget, Probes, QueueCounter};
@@ -310,6 +310,13 @@ impl Fabric {
                 nic: {
                     let mut n = Nic::new(rate, delay, nic_limit);
                     n.honor_pfc = nic.and_then(|n| n.honor_pfc).unwrap_or(sim.honor_pfc);
+                    if nic.and_then(|n| n.honor_bfc).unwrap_or(sim.honor_bfc) {
+                        n.bfc = Some(host::NicBfc::new(sim.nic_bfc_queues.unwrap_or(32)));
+                    }
+                    n.inflight_cap = nic
+                        .and_then(|n| n.inflight_cap)
+                        .or(sim.inflight_cap)
+                        .map(|s| s.0);
                     n
                 },
                 peer: host_peer[i],
@@ -801,9 +808,11 @@ impl Fabric {
                 nic.rx_pkts += 1;
                 nic.rx_bytes += u64::from(len);
                 let data = &self.mem.data(f)[..len as usize];
-                if data.len() >= 14
-                    && data[12..14] == crate::wire::EtherType::MAC_CONTROL.to_be_bytes()
-                    && nic.on_pfc(data, now)
+                let et = data.get(12..14);
+                let mac_control = crate::wire::EtherType::MAC_CONTROL.to_be_bytes();
+                let xoff_signal = crate::wire::EtherType::XOFF_SIGNAL.to_be_bytes();
+                if (et == Some(&mac_control[..]) && nic.on_pfc(data, now))
+                    || (et == Some(&xoff_signal[..]) && nic.on_bfc_signal(data))
                 {
                     self.mem.free(f);
                     self.service_nic(h as usize);

@@ -1,4 +1,6 @@
-//! Wire formats, in the style of smoltcp's `src/wire/`.
+//! Wire formats, in the style of smoltcp's `src/wire/`: 802.1Qbb PFC and 802.3x PAUSE
+//! ([`pfc`]), Xoff signal frames (EtherType 0x88B5, [`signal`]) and the Xoff data shim
+//! (EtherType 0x88B6, [`shim`]).
 //!
 //! Every format has a zero-copy view (`Frame<T: AsRef<[u8]>>`) whose accessors never panic once
 //! [`pfc::Frame::new_checked`] (or `check_len`) has succeeded, setters for `T: AsMut<[u8]>`, and
@@ -8,6 +10,8 @@
 //! receive and the NIC appends it on transmit.
 
 pub mod pfc;
+pub mod shim;
+pub mod signal;
 
 pub use pfc::{
     ps_to_quanta, quanta_to_ps, Frame as MacControlFrame, MacControlRepr, PauseRepr, PfcRepr,
