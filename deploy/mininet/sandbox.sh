@@ -20,7 +20,15 @@ export XOFF_SANDBOX_SYSCTL="${XOFF_SANDBOX_SYSCTL:-ro}"
 exec unshare --kill-child --net --pid --fork --mount-proc --mount --propagation private \
   bash -c '
     set -e
+    # A private /tmp that still shows the checkout (and XOFF_BIN) if they live under /tmp.
+    mkdir -p /run/xoff-sandbox-tmp && mount --bind /tmp /run/xoff-sandbox-tmp
     mount -t tmpfs -o mode=1777 xoff-mininet-tmp /tmp
+    for keep in "$PWD" "$(dirname "${XOFF_BIN:-/}")"; do
+      case "$keep/" in
+        /tmp/*) [ -d "$keep" ] || { mkdir -p "$keep" && mount --bind "/run/xoff-sandbox-tmp${keep#/tmp}" "$keep"; } ;;
+      esac
+    done
+    cd "$PWD"
     if [ "$XOFF_SANDBOX_SYSCTL" != rw ]; then
       mount --bind /proc/sys /proc/sys
       mount -o remount,bind,ro /proc/sys

@@ -27,7 +27,10 @@ fn sandbox(script: &str) -> (bool, String) {
     );
     let body = format!(
         r#"set -u
+# A private /tmp that still shows the checkout when the checkout itself lives under /tmp.
+mkdir -p /run/xoff-sandbox-tmp && mount --bind /tmp /run/xoff-sandbox-tmp
 mount -t tmpfs -o mode=1777 xoff-test-tmp /tmp
+case "$PWD/" in /tmp/*) mkdir -p "$PWD" && mount --bind "/run/xoff-sandbox-tmp${{PWD#/tmp}}" "$PWD" && cd "$PWD";; esac
 mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
 ip link set lo up
 rc=0
