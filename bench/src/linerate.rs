@@ -290,32 +290,16 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
         "xoff" | "xoff-pfc" => {
             let cfg = dir.join(format!("{peer}.toml"));
             std::fs::write(&cfg, dut_topology(peer == "xoff-pfc"))?;
-            let sock = dir.join(format!("{peer}.sock"));
-            let c = spawn_in(
+            let c = spawn_xoff_run(
                 net,
-                "dut",
-                "0",
-                &[
-                    &xoff,
-                    "run",
-                    "--config",
-                    &cfg.to_string_lossy(),
-                    "--switch",
-                    "dut",
-                    "--ctl",
-                    &sock.to_string_lossy(),
-                ],
+                &xoff,
+                &cfg,
+                &dir.join(format!("{peer}.sock")),
+                &[],
                 &log,
             )?;
             d.pids.push(c.id());
             d.children.push(c);
-            let t = Instant::now();
-            while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err() {
-                if t.elapsed() > Duration::from_secs(10) {
-                    bail!("xoff did not start: {}", tail(&log));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
         }
         "fwd" => {
             let c = spawn_in(
@@ -538,6 +522,32 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
     Ok(())
 }
 
+/// Starts `xoff run` for the DUT on core 0 and waits until its control socket answers.
+fn spawn_xoff_run(
+    net: &Net,
+    xoff: &str,
+    cfg: &Path,
+    sock: &Path,
+    extra: &[&str],
+    log: &Path,
+) -> Result<Child> {
+    let (cfg, sock_s) = (cfg.to_string_lossy(), sock.to_string_lossy());
+    let mut args = vec![
+        xoff, "run", "--config", &cfg, "--switch", "dut", "--ctl", &sock_s,
+    ];
+    args.extend_from_slice(extra);
+    let mut c = spawn_in(net, "dut", "0", &args, log)?;
+    let t = Instant::now();
+    while dataplane::ctl::request(sock, &dataplane::ctl::Request::Stats).is_err() {
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = c.kill();
+            bail!("xoff did not start: {}", tail(log));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(c)
+}
+
 /// Starts the generator in `gen` on core 1: `size` B frames for `dur` seconds.
 fn spawn_gen(
     net: &Net,
@@ -745,33 +755,16 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
 fn idle_cpu(net: &Net, opts: &Opts, dir: &Path, poll: &str) -> Option<f64> {
     let cfg = dir.join("idle.toml");
     std::fs::write(&cfg, dut_topology(false)).ok()?;
-    let sock = dir.join("idle.sock");
     let xoff = opts.xoff.to_string_lossy().to_string();
-    let mut c = spawn_in(
+    let mut c = spawn_xoff_run(
         net,
-        "dut",
-        "0",
-        &[
-            &xoff,
-            "run",
-            "--config",
-            &cfg.to_string_lossy(),
-            "--switch",
-            "dut",
-            "--ctl",
-            &sock.to_string_lossy(),
-            "--poll",
-            poll,
-        ],
+        &xoff,
+        &cfg,
+        &dir.join("idle.sock"),
+        &["--poll", poll],
         &dir.join("idle.log"),
     )
     .ok()?;
-    let t = Instant::now();
-    while dataplane::ctl::request(&sock, &dataplane::ctl::Request::Stats).is_err()
-        && t.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     std::thread::sleep(Duration::from_millis(500));
     let (j0, t0) = (proc_jiffies(c.id()), Instant::now());
     std::thread::sleep(Duration::from_secs(3));

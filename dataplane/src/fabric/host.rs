@@ -452,6 +452,30 @@ impl FrameTemplate {
     }
 }
 
+/// The first `len` bytes of the UDP payload of an Ethernet (optionally 802.1Q) / IPv4 / UDP
+/// frame, if they start with [`DATA_MAGIC`]: where every Xoff host header lives.
+pub fn magic_payload(frame: &[u8], len: usize) -> Option<&[u8]> {
+    let mut off = 14;
+    let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    if et == EtherType::VLAN {
+        et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        off += 4;
+    }
+    if et != EtherType::IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
+    if ip.protocol() != 17 {
+        return None;
+    }
+    let start = off + ip.header_len() + UDP_HEADER_LEN;
+    if start + len > off + usize::from(ip.total_len()) {
+        return None;
+    }
+    let p = frame.get(start..start + len)?;
+    (p[0..4] == DATA_MAGIC.to_be_bytes()).then_some(p)
+}
+
 impl DataHeader {
     pub fn emit(&self, buf: &mut [u8]) {
         buf[0..4].copy_from_slice(&DATA_MAGIC.to_be_bytes());
@@ -463,25 +487,7 @@ impl DataHeader {
     /// Reads the data header of a fabric data frame (Ethernet, optional 802.1Q tag, IPv4
     /// without options or with, UDP); `None` for anything else.
     pub fn parse(frame: &[u8]) -> Option<DataHeader> {
-        let mut off = 14;
-        let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-        if et == EtherType::VLAN {
-            et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
-            off += 4;
-        }
-        if et != EtherType::IPV4 {
-            return None;
-        }
-        let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
-        if ip.protocol() != 17 {
-            return None;
-        }
-        let p = ip
-            .payload()
-            .get(UDP_HEADER_LEN..UDP_HEADER_LEN + DATA_HEADER_LEN)?;
-        if p[0..4] != DATA_MAGIC.to_be_bytes() {
-            return None;
-        }
+        let p = magic_payload(frame, DATA_HEADER_LEN)?;
         let u64_at = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&p[i..i + 8]);

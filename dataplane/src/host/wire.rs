@@ -10,8 +10,8 @@
 //!
 //! All big-endian. Sequence numbers count packets of the flow from 0.
 
-use crate::fabric::host::{DataHeader, FrameTemplate, DATA_HEADER_LEN, DATA_MAGIC};
-use crate::wire::{EtherType, Ipv4Packet};
+use crate::fabric::host::{magic_payload, DataHeader, FrameTemplate, DATA_HEADER_LEN};
+use crate::wire::EtherType;
 
 /// Bytes of the host header in the UDP payload.
 pub const HEADER_LEN: usize = DATA_HEADER_LEN + 20;
@@ -60,23 +60,7 @@ impl Header {
 
     /// Reads the header of a host-stack frame; `None` for any other frame.
     pub fn parse(frame: &[u8]) -> Option<Header> {
-        let mut off = 14;
-        let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-        if et == EtherType::VLAN {
-            et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
-            off += 4;
-        }
-        if et != EtherType::IPV4 {
-            return None;
-        }
-        let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
-        if ip.protocol() != 17 {
-            return None;
-        }
-        let p = ip.payload().get(8..8 + HEADER_LEN)?;
-        if p[0..4] != DATA_MAGIC.to_be_bytes() {
-            return None;
-        }
+        let p = magic_payload(frame, HEADER_LEN)?;
         let u64_at = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&p[i..i + 8]);
