@@ -421,21 +421,7 @@ impl Switch {
                 continue;
             };
             let len = mem.with_mut(f, |d| crate::fc::emit_pfc(&repr, d)) as u32;
-            let pkt = Pkt::new(f, len, port as u16, now);
-            if self.owns(port) {
-                if let Some(eg) = self.egress[port].as_mut() {
-                    eg.qs.ctrl.push(pkt);
-                    if self.track {
-                        self.touched.push(port as u16);
-                    }
-                }
-            } else {
-                self.ctrl_out.push(Handoff {
-                    port: port as u16,
-                    pkt,
-                    ctrl: true,
-                });
-            }
+            self.queue_control(port as u16, f, len, now);
         }
         self.pfc_buf = frames;
     }
@@ -456,21 +442,7 @@ impl Switch {
                 continue;
             };
             let len = mem.with_mut(f, |d| repr.emit_into(d)) as u32;
-            let pkt = Pkt::new(f, len, port as u16, now);
-            if self.owns(port) {
-                if let Some(eg) = self.egress[port].as_mut() {
-                    eg.qs.ctrl.push(pkt);
-                    if self.track {
-                        self.touched.push(port as u16);
-                    }
-                }
-            } else {
-                self.ctrl_out.push(Handoff {
-                    port: port as u16,
-                    pkt,
-                    ctrl: true,
-                });
-            }
+            self.queue_control(port as u16, f, len, now);
         }
         if let Some(b) = self.bfc.as_mut() {
             b.sig = sig;
@@ -591,6 +563,21 @@ impl Switch {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Queues a control frame this pipe generated: on the port's control queue if this pipe
+    /// owns it, else handed to the owning pipe.
+    fn queue_control(&mut self, port: u16, frame: FrameId, len: u32, now: u64) {
+        if self.owns(usize::from(port)) {
+            self.send_control(port, frame, len, now);
+        } else {
+            let pkt = Pkt::new(frame, len, port, now);
+            self.ctrl_out.push(Handoff {
+                port,
+                pkt,
+                ctrl: true,
+            });
         }
     }
 

@@ -26,19 +26,10 @@ fn single_pings_all_pairs_and_shapes_tcp() {
         assert!(bed.ping(a, b), "{a} cannot ping {b}");
     }
     // Unshaped-ish (1 Gbit/s) port: TCP flows.
-    bed.iperf_server("h2");
-    let v = bed.iperf("h1", &["-c", "10.0.0.2", "-t", "3"]);
-    let r = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let r = bed.tcp_mbps("h1", "h2", "10.0.0.2", 3) * 1e6;
     assert!(r > 300e6 && r < 1e9, "TCP at 1 Gbit/s port: {r:.0} bit/s");
     // h3's port is shaped to 100 Mbit/s: TCP for 10 s reports 93–100 Mbit/s.
-    bed.iperf_server("h3");
-    let v = bed.iperf("h1", &["-c", "10.0.0.3", "-t", "10"]);
-    let r = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
+    let r = bed.tcp_mbps("h1", "h3", "10.0.0.3", 10);
     assert!(
         (93.0..=100.0).contains(&r),
         "TCP through a 100 Mbit/s port: {r:.2} Mbit/s"
@@ -407,24 +398,14 @@ fn two_workers_forward_and_shape_like_one() {
     for (a, b) in [("h1", "10.0.0.2"), ("h2", "10.0.0.3"), ("h3", "10.0.0.1")] {
         assert!(bed.ping(a, b), "{a} cannot ping {b} with two workers");
     }
-    bed.iperf_server("h3");
-    let v = bed.iperf("h1", &["-c", "10.0.0.3", "-t", "4"]);
-    let r = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
+    let r = bed.tcp_mbps("h1", "h3", "10.0.0.3", 4);
     assert!(
         (90.0..=100.0).contains(&r),
         "TCP through a 100 Mbit/s port with two workers: {r:.2} Mbit/s"
     );
     // h1 (port 0, worker 0) to h3 (port 2, worker 0) stays local; h2 (port 1, worker 1) to h3
     // crosses workers.
-    bed.iperf_server("h3");
-    let v = bed.iperf("h2", &["-c", "10.0.0.3", "-t", "3"]);
-    let r = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
+    let r = bed.tcp_mbps("h2", "h3", "10.0.0.3", 3);
     assert!(
         (90.0..=100.0).contains(&r),
         "TCP across workers: {r:.2} Mbit/s"

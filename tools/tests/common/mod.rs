@@ -139,6 +139,17 @@ impl Bed {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    /// Runs `secs` seconds of iperf3 TCP from `from` to a fresh server on `server` (at `ip`) and
+    /// returns the receiver's rate in Mbit/s.
+    pub fn tcp_mbps(&self, from: &str, server: &str, ip: &str, secs: u32) -> f64 {
+        self.iperf_server(server);
+        let v = self.iperf(from, &["-c", ip, "-t", &secs.to_string()]);
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    }
+
     /// Runs an iperf3 client and returns its JSON report.
     pub fn iperf(&self, from: &str, args: &[&str]) -> serde_json::Value {
         let mut a = vec!["iperf3", "--json"];
