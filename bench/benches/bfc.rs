@@ -34,7 +34,7 @@ struct Held {
     info: PacketInfo,
     ticket: Ticket,
     slot: u32,
-    marked: bool,
+    marked: u16,
     upq: u8,
 }
 
@@ -117,7 +117,7 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
                     // 1 in 8 packets finds its queue above Th.
                     let qbytes = if k % 8 == 0 { 1 << 20 } else { 0 };
                     let upq = (k % QUEUES) as u8;
-                    let (marked, s) = bfc.on_enqueue(inp, upq, out, qbytes, n);
+                    let (marked, s) = bfc.on_enqueue(inp, upq, out, q, qbytes, n);
                     if let Some(s) = s {
                         sig.push(s);
                     }
@@ -138,6 +138,7 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
                     mmu.release(&h.info, h.ticket, now);
                     let s = bfc.on_dequeue(
                         h.info.out_port,
+                        h.info.queue,
                         h.slot,
                         h.marked,
                         h.info.in_port,

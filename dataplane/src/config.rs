@@ -192,6 +192,10 @@ pub struct BfcSettings {
     pub threshold: Option<Size>,
     /// Sticky threshold in HRTTs (default 2).
     pub sticky_hrtts: Option<u64>,
+    /// When a paused upstream queue is resumed: "drained" (default, the paper's
+    /// pseudocode) or "below-th" (§3.3.2's refinement: once its queues are below Th).
+    #[serde(default)]
+    pub resume: flowctl::bfc::Resume,
     /// Pause-bitmap refresh period (default 10 × HRTT, at least 10 µs; "0us" disables).
     pub refresh: Option<Time>,
     /// Ports whose peers speak the Xoff data shim besides BFC switches (found from the
@@ -755,6 +759,7 @@ impl Topology {
             th_bytes: d.threshold.map(|t| t.0),
             refresh_ps: d.refresh.map(|t| t.0),
             seed: u64::from(s.seed),
+            resume: d.resume,
             ..flowctl::BfcConfig::default()
         };
         if let Some(f) = d.table_factor {

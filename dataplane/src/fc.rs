@@ -357,24 +357,37 @@ impl BfcGlue {
     ) {
         let busy = nonempty | (1 << queue);
         let n_active = (busy & !pause.paused_mask(now)).count_ones();
-        let (marked, sig) = self.bfc.on_enqueue(
+        let (mark, sig) = self.bfc.on_enqueue(
             usize::from(pkt.in_port),
             pkt.upq,
             port,
+            queue,
             queue_bytes,
             n_active,
         );
-        pkt.bfc_mark = marked;
+        pkt.bfc_mark = mark;
         if let Some(s) = sig {
             self.sig.push(s);
         }
     }
 
-    /// A packet leaves its queue of `port` (sent or dropped).
+    /// A packet leaves `queue` of `port` (sent or dropped), which now holds `queue_bytes`;
+    /// `nonempty` is the port's bitmap of non-empty queues after it left.
     #[inline]
-    pub fn on_dequeue(&mut self, port: usize, pkt: &crate::Pkt, now: u64) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_dequeue(
+        &mut self,
+        port: usize,
+        queue: usize,
+        pkt: &crate::Pkt,
+        queue_bytes: u64,
+        nonempty: u128,
+        pause: &flowctl::PauseRegs,
+        now: u64,
+    ) {
         if let Some(s) = self.bfc.on_dequeue(
             port,
+            queue,
             pkt.bfc_slot,
             pkt.bfc_mark,
             usize::from(pkt.in_port),
@@ -382,6 +395,11 @@ impl BfcGlue {
             now,
         ) {
             self.sig.push(s);
+        }
+        if self.bfc.config().resume == flowctl::bfc::Resume::BelowTh {
+            let n_active = (nonempty & !pause.paused_mask(now)).count_ones();
+            self.bfc
+                .after_dequeue(port, queue, queue_bytes, n_active, &mut self.sig);
         }
     }
 

@@ -113,8 +113,8 @@ pub struct Pkt {
     /// BFC: the queue the packet left from at the upstream device (`upstreamQ` from the
     /// data shim; `flowctl::bfc::NO_UPQ` if it carried none).
     pub upq: u8,
-    /// BFC: the packet incremented a pause counter on enqueue.
-    pub bfc_mark: bool,
+    /// BFC: the mark from `Bfc::on_enqueue` (0: it incremented no pause counter).
+    pub bfc_mark: u16,
 }
 
 impl Pkt {
@@ -134,7 +134,7 @@ impl Pkt {
             fid: 0,
             bfc_slot: flowctl::bfc::NO_SLOT,
             upq: flowctl::bfc::NO_UPQ,
-            bfc_mark: false,
+            bfc_mark: 0,
         }
     }
 }

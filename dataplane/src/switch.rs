@@ -225,8 +225,15 @@ impl Switch {
         if len as usize > mem.room() {
             return self.drop_at(ip, mem, frame, DropReason::Oversize);
         }
-        let (upq, len) = match self.bfc {
-            Some(_) => crate::fc::BfcGlue::ingress_shim(mem, frame, len),
+        let (upq, len) = match self.bfc.as_mut() {
+            Some(b) => {
+                let (upq, len) = crate::fc::BfcGlue::ingress_shim(mem, frame, len);
+                if upq != flowctl::bfc::NO_UPQ {
+                    // The peer speaks BFC (e.g. a BFC NIC): it gets the bitmap refresh too.
+                    b.bfc.note_signal_port(ip);
+                }
+                (upq, len)
+            }
             None => (flowctl::bfc::NO_UPQ, len),
         };
         let meta = match parse::parse(&mem.data(frame)[..len as usize]) {
@@ -508,7 +515,7 @@ impl Switch {
             let req = BufReq::leaving(&pkt, port, q);
             self.buffer.release(&req, pkt.tag, now);
             if let Some(b) = self.bfc.as_mut() {
-                b.on_dequeue(port, &pkt, now);
+                b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.pause[port], now);
             }
             qc.drops.add(1);
             self.shared.counters[port].drop(why);
@@ -601,7 +608,8 @@ impl Switch {
             };
             match (self.bfc.as_mut(), q) {
                 (Some(b), Some(q)) => {
-                    b.on_dequeue(p, &pkt, now);
+                    let (bytes, ne) = (eg.qs.data[q].bytes(), eg.qs.nonempty());
+                    b.on_dequeue(p, q, &pkt, bytes, ne, pause, now);
                     let mut wire = pkt;
                     if b.shim[p] {
                         // Toward a BFC peer: carry the queue the packet left from.
@@ -667,7 +675,7 @@ impl Switch {
                 let req = BufReq::leaving(&pkt, port, q);
                 self.buffer.release(&req, pkt.tag, now);
                 if let Some(b) = self.bfc.as_mut() {
-                    b.on_dequeue(port, &pkt, now);
+                    b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.pause[port], now);
                 }
                 flushed.push(pkt);
             }

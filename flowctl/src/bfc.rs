@@ -18,6 +18,9 @@
 //!   counter is incremented and the packet marked; when a marked packet leaves it is
 //!   decremented. 0→1 sends PAUSE(upstreamQ) and 1→0 RESUME(upstreamQ) to the ingress port's
 //!   peer ([`crate::wire::signal`]); a periodic pause-bitmap refresh repairs lost signals.
+//!   [`Resume::BelowTh`] is the refinement §3.3.2 suggests but leaves out: a queue's marks
+//!   stop counting once it has drained below `Th` (a per-queue epoch tells the marked
+//!   packets still queued that they no longer count), which hides the HRTT the resume takes.
 //! * **Threshold (§3.3.2).** `Th = HRTT · μ / N_active` per egress port, `μ` its rate,
 //!   `N_active` its non-empty, non-paused queues (min 1), HRTT the largest one-hop RTT over
 //!   the ingress ports (unless configured: 2 × propagation delay + the wire time of two
@@ -55,6 +58,20 @@ pub enum Assignment {
     Single,
 }
 
+/// When a paused upstream queue is resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resume {
+    /// §3.3.2 pseudocode: once every packet that exceeded `Th` has left (the counter falls
+    /// to 0). The queue then runs dry for an HRTT while the resume takes effect (App. A).
+    #[default]
+    Drained,
+    /// §3.3.2's suggested refinement: as soon as every queue holding such packets has
+    /// drained below `Th`. `Th` is one HRTT of the queue's drain, so the resumed data
+    /// arrives as the queue runs dry instead of an HRTT after.
+    BelowTh,
+}
+
 /// Parameters of BFC on one switch (times in ps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -72,6 +89,8 @@ pub struct BfcConfig {
     pub refresh_ps: Option<u64>,
     /// Seed of the random queue choice.
     pub seed: u64,
+    /// When a paused upstream queue is resumed.
+    pub resume: Resume,
 }
 
 impl Default for BfcConfig {
@@ -84,6 +103,7 @@ impl Default for BfcConfig {
             sticky_hrtts: 2,
             refresh_ps: None,
             seed: 1,
+            resume: Resume::Drained,
         }
     }
 }
@@ -181,6 +201,8 @@ pub struct BfcShared {
     /// Non-zero pause counters (so the refresh timer knows whether it is needed).
     nonzero: AtomicU32,
     pub ports: Box<[PortStats]>,
+    /// Ports found to lead to a BFC device (a shimmed packet arrived on them).
+    learned_peers: Box<[std::sync::atomic::AtomicBool]>,
 }
 
 impl BfcShared {
@@ -191,6 +213,9 @@ impl BfcShared {
                 .collect(),
             nonzero: AtomicU32::new(0),
             ports: (0..ports).map(|_| PortStats::new()).collect(),
+            learned_peers: (0..ports)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
         }
     }
 
@@ -228,13 +253,15 @@ impl BfcShared {
         first
     }
 
-    /// Decrements; true on 1→0.
-    fn decr(&self, in_port: usize, upq: u8) -> bool {
+    /// Subtracts `n` (> 0); true when that brought the counter to 0.
+    fn decr(&self, in_port: usize, upq: u8, n: u32) -> bool {
         let c = &self.counters[in_port * UPSTREAM_QUEUES + usize::from(upq)];
         let prev = c
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                (v > 0).then(|| v.saturating_sub(n))
+            })
             .unwrap_or(0);
-        let last = prev == 1;
+        let last = prev > 0 && prev <= n;
         if last {
             self.nonzero.fetch_sub(1, Ordering::Relaxed);
         }
@@ -272,6 +299,10 @@ struct PortState {
     rr: usize,
     /// Per queue: last enqueue or dequeue of a packet assigned to it (ps).
     last_use: Vec<u64>,
+    /// [`Resume::BelowTh`], per queue: the mark epoch (never 0) and the marks of the epoch
+    /// still counted, as (ingress port, upstreamQ, packets).
+    epoch: Vec<u16>,
+    held: Vec<Vec<(u16, u8, u32)>>,
     mac: [u8; 6],
     dst: [u8; 6],
 }
@@ -386,6 +417,8 @@ impl Bfc {
                 th,
                 rr: 0,
                 last_use: vec![0; p.queues],
+                epoch: vec![1; p.queues],
+                held: vec![Vec::new(); p.queues],
                 mac: p.mac,
                 dst: p.peer_mac.unwrap_or(DST_SIGNAL),
             });
@@ -566,18 +599,20 @@ impl Bfc {
     }
 
     /// Backpressure half of `On Enqueue`: a packet from `in_port` carrying `upq` (or
-    /// [`NO_UPQ`]) enters a queue of `egress` holding `queue_bytes` with `n_active` active
-    /// queues. Returns whether the packet is marked, and the PAUSE to send on `in_port` when
-    /// its counter went 0→1.
+    /// [`NO_UPQ`]) enters `queue` of `egress` holding `queue_bytes` with `n_active` active
+    /// queues. Returns the packet's mark (0: not marked; keep it for
+    /// [`on_dequeue`](Self::on_dequeue)), and the PAUSE to send on `in_port` when its
+    /// counter went 0→1.
     #[inline]
     pub fn on_enqueue(
         &mut self,
         in_port: usize,
         upq: u8,
         egress: usize,
+        queue: usize,
         queue_bytes: u64,
         n_active: u32,
-    ) -> (bool, Option<(usize, SignalRepr)>) {
+    ) -> (u16, Option<(usize, SignalRepr)>) {
         let stats = &self.shared.ports[egress];
         let n = n_active.max(1);
         stats.active_queues.set(u64::from(n));
@@ -585,30 +620,46 @@ impl Bfc {
             stats.active_queues_max.set(u64::from(n));
         }
         if upq == NO_UPQ || usize::from(upq) >= UPSTREAM_QUEUES {
-            return (false, None);
+            return (0, None);
         }
         let np = self.ports.len();
         if self.elide[in_port * np + egress] || queue_bytes <= self.threshold(egress, n) {
-            return (false, None);
+            return (0, None);
         }
         stats.marked.add(1);
+        let mark = match self.cfg.resume {
+            Resume::Drained => 1,
+            Resume::BelowTh => {
+                let p = &mut self.ports[egress];
+                let held = &mut p.held[queue];
+                let key = (in_port as u16, upq);
+                match held.iter_mut().find(|h| (h.0, h.1) == key) {
+                    Some(h) => h.2 += 1,
+                    None => held.push((key.0, key.1, 1)),
+                }
+                p.epoch[queue]
+            }
+        };
         let sig = self.shared.incr(in_port, upq).then(|| {
             self.shared.ports[in_port].pauses_sent[usize::from(upq)].add(1);
             self.touched[in_port] = true;
             self.arm_refresh();
             (in_port, self.signal(in_port, Signal::Pause(upq)))
         });
-        (true, sig)
+        (mark, sig)
     }
 
-    /// `On Dequeue`: a packet assigned to `slot` of `egress` leaves; if it was `marked`, its
-    /// ⟨in_port, upq⟩ counter is decremented and the RESUME returned on 1→0.
+    /// `On Dequeue`: a packet assigned to `slot`, with `mark` from
+    /// [`on_enqueue`](Self::on_enqueue), leaves `queue` of `egress`; if its mark still
+    /// counts, its ⟨in_port, upq⟩ counter is decremented and the RESUME returned on 1→0.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn on_dequeue(
         &mut self,
         egress: usize,
+        queue: usize,
         slot: u32,
-        marked: bool,
+        mark: u16,
         in_port: usize,
         upq: u8,
         now: u64,
@@ -625,13 +676,76 @@ impl Bfc {
                 *t = now;
             }
         }
-        if !marked || upq == NO_UPQ {
+        if mark == 0 || upq == NO_UPQ {
             return None;
         }
-        self.shared.decr(in_port, upq).then(|| {
+        if self.cfg.resume == Resume::BelowTh {
+            // Released with its queue's epoch already, or still held: count it out.
+            let p = self.ports.get_mut(egress)?;
+            if p.epoch.get(queue) != Some(&mark) {
+                return None;
+            }
+            let held = &mut p.held[queue];
+            let i = held
+                .iter()
+                .position(|h| (h.0, h.1) == (in_port as u16, upq))?;
+            held[i].2 -= 1;
+            if held[i].2 == 0 {
+                held.swap_remove(i);
+            }
+        }
+        self.shared.decr(in_port, upq, 1).then(|| {
             self.shared.ports[in_port].resumes_sent[usize::from(upq)].add(1);
             (in_port, self.signal(in_port, Signal::Resume(upq)))
         })
+    }
+
+    /// [`Resume::BelowTh`]: after a departure from `queue` of `egress`, which now holds
+    /// `queue_bytes` with `n_active` active queues: once it is below `Th`, the marks it
+    /// holds stop counting, and the RESUMEs of counters that fell to 0 go to `out`.
+    #[inline]
+    pub fn after_dequeue(
+        &mut self,
+        egress: usize,
+        queue: usize,
+        queue_bytes: u64,
+        n_active: u32,
+        out: &mut Vec<(usize, SignalRepr)>,
+    ) {
+        if self.cfg.resume != Resume::BelowTh {
+            return;
+        }
+        let th = self.threshold(egress, n_active);
+        let Some(p) = self.ports.get_mut(egress) else {
+            return;
+        };
+        if p.held.get(queue).is_none_or(|h| h.is_empty()) || queue_bytes >= th {
+            return;
+        }
+        let held = std::mem::take(&mut p.held[queue]);
+        p.epoch[queue] = p.epoch[queue].wrapping_add(1).max(1);
+        for &(in_port, upq, n) in &held {
+            let in_port = usize::from(in_port);
+            if self.shared.decr(in_port, upq, n) {
+                self.shared.ports[in_port].resumes_sent[usize::from(upq)].add(1);
+                out.push((in_port, self.signal(in_port, Signal::Resume(upq))));
+            }
+        }
+        let mut held = held;
+        held.clear();
+        self.ports[egress].held[queue] = held;
+    }
+
+    /// Marks `port` as leading to a BFC device (it sent a packet carrying upstreamQ), so the
+    /// periodic refresh covers it even when the configuration did not say so. Shared by all
+    /// pipes (the one that refreshes may not be the one that saw the packet).
+    #[inline]
+    pub fn note_signal_port(&mut self, port: usize) {
+        if let Some(s) = self.shared.learned_peers.get(port) {
+            if !s.load(Ordering::Relaxed) {
+                s.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     fn signal(&self, port: usize, signal: Signal) -> SignalRepr {
@@ -675,7 +789,7 @@ impl Bfc {
         }
         let mut any = false;
         for p in 0..self.ports.len() {
-            if !self.signal_ports[p] {
+            if !self.signal_ports[p] && !self.shared.learned_peers[p].load(Ordering::Relaxed) {
                 continue;
             }
             let bits = self.shared.pause_bitmap(p);
@@ -841,11 +955,11 @@ mod tests {
         assert_eq!(sh.ports[e].collisions.get(), 1);
         // Stickiness: A's two packets leave (size 0) at t = 100; within 2·HRTT it keeps queue
         // 0 even though queue 0 is now empty and others are too.
-        assert_eq!(b.on_dequeue(e, a.slot, false, 0, 3, 100), None);
-        assert_eq!(b.on_dequeue(e, a.slot, false, 0, 3, 100), None);
+        assert_eq!(b.on_dequeue(e, 0, a.slot, 0, 0, 3, 100), None);
+        assert_eq!(b.on_dequeue(e, 0, a.slot, 0, 0, 3, 100), None);
         assert_eq!(b.assign(e, 10, 0b1110, 0, 100 + 2 * HRTT).queue, 0);
         assert_eq!(sh.ports[e].assignments.get(), 5);
-        b.on_dequeue(e, a.slot, false, 0, 3, 200);
+        b.on_dequeue(e, 0, a.slot, 0, 0, 3, 200);
         // Idle for longer than 2·HRTT with size 0 -> reassigned to an empty queue (rotating
         // pointer: after 3 comes 0; queue 0 is busy here, so 1 is taken).
         let t = 200 + 2 * HRTT + 1;
@@ -854,7 +968,7 @@ mod tests {
         // Reservation: F arrives while queues 0 (A's, just used) and 3 are empty; 3 has been
         // idle longer than the sticky time, so F gets 3 and A can come back to 0.
         let t2 = t + 3 * HRTT;
-        b.on_dequeue(e, a.slot, false, 0, 3, t2);
+        b.on_dequeue(e, 0, a.slot, 0, 0, 3, t2);
         assert_eq!(b.assign(e, 15, 0b0100, 0, t2 + 1).queue, 3);
         assert_eq!(b.assign(e, 10, 0b1100, 0, t2 + 2).queue, 1);
         let t = t2 + 2;
@@ -911,10 +1025,10 @@ mod tests {
         let sh = b.shared().clone();
         // Th with 2 active queues at port 1 = 12 500 B. Packets from port 0, upstreamQ 5.
         // Below/at Th: not marked.
-        assert_eq!(b.on_enqueue(0, 5, 1, 12_500, 2), (false, None));
+        assert_eq!(b.on_enqueue(0, 5, 1, 0, 12_500, 2), (0, None));
         // Above Th: marked, counter 0 -> 1, PAUSE(5) on port 0.
-        let (m1, s1) = b.on_enqueue(0, 5, 1, 12_501, 2);
-        assert!(m1);
+        let (m1, s1) = b.on_enqueue(0, 5, 1, 0, 12_501, 2);
+        assert_eq!(m1, 1);
         let (port, repr) = s1.unwrap();
         assert_eq!(port, 0);
         let mut buf = [0u8; 60];
@@ -925,15 +1039,15 @@ mod tests {
         want[12..20].copy_from_slice(&[0x88, 0xb5, 1, TYPE_PAUSE, 0, 5, 0, 0]);
         assert_eq!(buf, want);
         // Second marked packet: counter 1 -> 2, no frame.
-        let (m2, s2) = b.on_enqueue(0, 5, 1, 20_000, 2);
-        assert!(m2 && s2.is_none());
+        let (m2, s2) = b.on_enqueue(0, 5, 1, 0, 20_000, 2);
+        assert!(m2 == 1 && s2.is_none());
         assert_eq!(sh.pause_counter(0, 5), 2);
         assert_eq!(sh.pause_bitmap(0), 1 << 5);
         // Unmarked packet leaving: nothing. First marked leaves: 2 -> 1, nothing.
-        assert_eq!(b.on_dequeue(1, NO_SLOT, false, 0, 5, 1), None);
-        assert_eq!(b.on_dequeue(1, NO_SLOT, true, 0, 5, 2), None);
+        assert_eq!(b.on_dequeue(1, 0, NO_SLOT, 0, 0, 5, 1), None);
+        assert_eq!(b.on_dequeue(1, 0, NO_SLOT, 1, 0, 5, 2), None);
         // Last marked leaves: 1 -> 0, RESUME(5).
-        let (port, repr) = b.on_dequeue(1, NO_SLOT, true, 0, 5, 3).unwrap();
+        let (port, repr) = b.on_dequeue(1, 0, NO_SLOT, 1, 0, 5, 3).unwrap();
         assert_eq!(port, 0);
         repr.emit_into(&mut buf);
         want[15] = TYPE_RESUME;
@@ -944,19 +1058,100 @@ mod tests {
         assert_eq!(sh.ports[0].resumes_sent[5].get(), 1);
         assert_eq!(sh.ports[1].marked.get(), 2);
         // No upstreamQ (plain host) or an elided pair (2 -> 1): never marked.
-        assert_eq!(b.on_enqueue(0, NO_UPQ, 1, 1 << 30, 1), (false, None));
-        assert_eq!(b.on_enqueue(2, 5, 1, 1 << 30, 1), (false, None));
+        assert_eq!(b.on_enqueue(0, NO_UPQ, 1, 0, 1 << 30, 1), (0, None));
+        assert_eq!(b.on_enqueue(2, 5, 1, 0, 1 << 30, 1), (0, None));
         // Active queues are recorded.
         assert_eq!(sh.ports[1].active_queues.get(), 1);
         assert_eq!(sh.ports[1].active_queues_max.get(), 2);
     }
 
+    /// §3.3.2's refinement, by hand: Th(2 active) = 12 500 B at port 1. Marks of upstreamQ 5
+    /// sit in queues 0 and 1 of port 1; the upstream is resumed when both have drained below
+    /// Th, not when the last marked packet leaves.
+    #[test]
+    fn below_th_resumes_when_every_holding_queue_is_under_th() {
+        let mut b = bfc(
+            BfcConfig {
+                resume: Resume::BelowTh,
+                ..BfcConfig::default()
+            },
+            8,
+        );
+        let sh = b.shared().clone();
+        let (m1, s1) = b.on_enqueue(0, 5, 1, 0, 13_000, 2);
+        assert_eq!((m1, s1.map(|s| s.1.signal)), (1, Some(Signal::Pause(5))));
+        let (m2, _) = b.on_enqueue(0, 5, 1, 0, 14_500, 2);
+        let (m3, s3) = b.on_enqueue(0, 5, 1, 1, 13_000, 2);
+        assert_eq!((m2, m3, s3), (1, 1, None));
+        assert_eq!(sh.pause_counter(0, 5), 3);
+        let mut out = Vec::new();
+        // Queue 0 still at Th: nothing. Below Th: its two marks stop counting (3 -> 1).
+        b.after_dequeue(1, 0, 12_500, 2, &mut out);
+        assert_eq!(sh.pause_counter(0, 5), 3);
+        b.after_dequeue(1, 0, 12_499, 2, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(sh.pause_counter(0, 5), 1);
+        // The released packets leave later: they no longer count (epoch moved on).
+        assert_eq!(b.on_dequeue(1, 0, NO_SLOT, m1, 0, 5, 1), None);
+        assert_eq!(sh.pause_counter(0, 5), 1);
+        // A packet marked in queue 0's new epoch counts again and leaves normally.
+        let (m4, s4) = b.on_enqueue(0, 5, 1, 0, 20_000, 2);
+        assert!(m4 != m1 && m4 != 0 && s4.is_none());
+        assert_eq!(b.on_dequeue(1, 0, NO_SLOT, m4, 0, 5, 2), None);
+        assert_eq!(sh.pause_counter(0, 5), 1);
+        // Queue 1 drains below Th (1 active queue: Th 25 000 B): counter 1 -> 0, RESUME(5).
+        b.after_dequeue(1, 1, 24_999, 1, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, out[0].1.signal), (0, Signal::Resume(5)));
+        assert_eq!(sh.pause_counter(0, 5), 0);
+        assert_eq!(b.on_dequeue(1, 1, NO_SLOT, m3, 0, 5, 3), None);
+        assert_eq!(sh.ports[0].resumes_sent[5].get(), 1);
+        // Drained (the paper's pseudocode) ignores after_dequeue.
+        let mut d = bfc(BfcConfig::default(), 8);
+        let (m, _) = d.on_enqueue(0, 5, 1, 0, 13_000, 2);
+        d.after_dequeue(1, 0, 0, 1, &mut out);
+        assert_eq!(d.shared().pause_counter(0, 5), 1);
+        assert!(d.on_dequeue(1, 0, NO_SLOT, m, 0, 5, 4).is_some());
+    }
+
+    /// A port not configured as a BFC peer gets refreshes once a shimmed packet came from it.
+    #[test]
+    fn refresh_reaches_learned_peers() {
+        let sh = Arc::new(BfcShared::new(3));
+        let p = ports(3, 8);
+        let cfg = BfcConfig {
+            hrtt_ps: Some(HRTT),
+            ..BfcConfig::default()
+        };
+        let mut b = Bfc::new(cfg, &p, &[], vec![false; 3], sh, true).unwrap();
+        b.on_enqueue(0, 3, 1, 0, 1 << 20, 1);
+        let due = b.refresh_due(0).unwrap();
+        let mut out = Vec::new();
+        b.refresh(due, &mut out);
+        assert!(out.is_empty(), "port 0 is not known to speak BFC");
+        b.note_signal_port(0);
+        b.on_enqueue(0, 4, 1, 0, 1 << 20, 1);
+        let due = b.refresh_due(due).unwrap();
+        b.refresh(due, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].0, out[0].1.signal),
+            (
+                0,
+                Signal::Bitmap {
+                    count: 128,
+                    bits: (1 << 3) | (1 << 4)
+                }
+            )
+        );
+    }
+
     #[test]
     fn refresh_bitmap_then_one_all_clear() {
         let mut b = bfc(BfcConfig::default(), 8);
-        let (_, s) = b.on_enqueue(0, 3, 1, 1 << 20, 1);
+        let (_, s) = b.on_enqueue(0, 3, 1, 0, 1 << 20, 1);
         assert!(s.is_some());
-        b.on_enqueue(0, 9, 1, 1 << 20, 1);
+        b.on_enqueue(0, 9, 1, 0, 1 << 20, 1);
         let due = b.refresh_due(1_000).unwrap();
         assert_eq!(due, 1_000 + 10 * HRTT); // 10 × HRTT = 20 µs
         let mut out = Vec::new();
@@ -972,8 +1167,8 @@ mod tests {
             }
         );
         out.clear();
-        b.on_dequeue(1, NO_SLOT, true, 0, 3, 0);
-        b.on_dequeue(1, NO_SLOT, true, 0, 9, 0);
+        b.on_dequeue(1, 0, NO_SLOT, 1, 0, 3, 0);
+        b.on_dequeue(1, 0, NO_SLOT, 1, 0, 9, 0);
         let due2 = b.refresh_due(due).unwrap();
         assert_eq!(due2, due + 10 * HRTT);
         b.refresh(due2, &mut out);
