@@ -278,7 +278,8 @@ pub struct SwitchSnapshot {
     /// MMU statistics, when an MMU is configured (JSON as the `mmu` crate reports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mmu: Option<serde_json::Value>,
-    /// PFC counters per port and priority, and watchdog events, when configured.
+    /// Flow-control counters when configured: PFC per port and priority, watchdog events,
+    /// and BFC (`bfc`: pauses/resumes per queue, collisions, active queues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<serde_json::Value>,
 }

@@ -61,9 +61,20 @@ while time.time() < end:  # about 200 Mbit/s: twice the bottleneck
 
 #[test]
 fn congested_flow_paused_by_queue_other_flow_keeps_rate() {
+    chain_bfc(&[], "b");
+}
+
+/// The same with two workers per switch: pause counters are shared by the pipes, the
+/// signal for a port owned by the other pipe is handed off to it.
+#[test]
+fn two_workers_pause_by_queue_too() {
+    chain_bfc(&["--workers", "2"], "b2");
+}
+
+fn chain_bfc(run_args: &[&str], tag: &str) {
     let _g = serial();
     let file = repo().join("deploy/topologies/chain-bfc.toml");
-    let bed = Bed::up(&file, "b");
+    let bed = Bed::up_with(&file, tag, run_args);
     let topo = dataplane::Topology::load(&file).unwrap();
     let h4 = topo.hosts.iter().find(|h| h.name == "h4").unwrap();
     let h4_mac = topo.host_mac(h4).to_string();

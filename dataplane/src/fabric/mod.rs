@@ -902,8 +902,12 @@ impl Fabric {
                 .nodes
                 .iter()
                 .map(|n| {
-                    n.shared()
-                        .snapshot(now as f64 / 1e12, n.egress.buffer().stats_json())
+                    let mut s = n
+                        .shared()
+                        .snapshot(now as f64 / 1e12, n.egress.buffer().stats_json());
+                    // PFC, watchdog and BFC counters, as `xoff ctl stats --json` has them.
+                    s.pfc = n.egress.fc_stats_json(now);
+                    s
                 })
                 .collect(),
         }
