@@ -1,7 +1,10 @@
 //! `xoff host`: the host stack (`dataplane::host`) on a testbed host's `eth0` over AF_XDP,
 //! with the monotonic clock. It sends this host's flows of a schedule, receives and ACKs
 //! everybody else's, honours PFC, and writes `<out>/<host>.json` (per-flow sender and
-//! receiver records, counters, the socket's XDP_STATISTICS).
+//! receiver records, counters, the socket's XDP_STATISTICS). With `--bfc-queues N` it speaks
+//! BFC to its switch: N NIC queues with dynamic flow assignment, the Xoff data shim carrying
+//! each data frame's NIC queue, and Xoff signal frames pausing and resuming single queues
+//! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::{parse_cidr, Endpoint, Topology};
@@ -9,7 +12,7 @@ use dataplane::fabric::HostInfo;
 use dataplane::frame::FrameMem;
 use dataplane::host::fabric::peer_table;
 use dataplane::host::report::{RxRecord, TxRecord};
-use dataplane::host::wire::{emit_frame, is_mac_control, Header, PORT};
+use dataplane::host::wire::emit_segment;
 use dataplane::host::{HostStack, StackConfig, StackCounters};
 use dataplane::port::{sys, xsk, PortIo};
 use dataplane::stats::XdpSnapshot;
@@ -53,6 +56,11 @@ pub struct HostArgs {
     /// Ignore received PFC frames.
     #[arg(long)]
     pub ignore_pfc: bool,
+    /// Speak BFC with this many NIC queues (1..=128): flows take NIC queues dynamically,
+    /// data frames carry the Xoff data shim (upstreamQ = NIC queue), Xoff signal frames pause
+    /// and resume single queues. 0: off (a NIC queue per priority).
+    #[arg(long, default_value_t = 0)]
+    pub bfc_queues: usize,
     /// Interface.
     #[arg(long, default_value = "eth0")]
     pub iface: String,
@@ -139,6 +147,14 @@ pub fn run(a: HostArgs) -> Result<i32> {
         cfg.rto_ps = parse_time(r).map_err(|e| anyhow!("--rto: {e}"))?;
     }
     cfg.honor_pfc = !a.ignore_pfc;
+    if a.bfc_queues > dataplane::host::nicq::MAX_QUEUES {
+        bail!(
+            "--bfc-queues: {} (at most {})",
+            a.bfc_queues,
+            dataplane::host::nicq::MAX_QUEUES
+        );
+    }
+    cfg.bfc_queues = a.bfc_queues;
     cfg.max_lag_ps = 200_000_000;
     let run_ps = parse_time(&a.run).map_err(|e| anyhow!("--run: {e}"))?;
     let mss = cfg.mss;
@@ -191,14 +207,7 @@ pub fn run(a: HostArgs) -> Result<i32> {
         for &(f, len) in &rxv {
             {
                 let d = mem.data(f);
-                let d = &d[..(len as usize).min(d.len())];
-                if is_mac_control(d) {
-                    stack.on_pfc(now, d);
-                } else if let Some(h) = Header::parse(d) {
-                    stack.on_frame(now, &h, len);
-                } else {
-                    stack.counters.rx_other += 1;
-                }
+                stack.on_receive(now, &d[..(len as usize).min(d.len())], len);
             }
             mem.free(f);
         }
@@ -225,19 +234,7 @@ pub fn run(a: HostArgs) -> Result<i32> {
             let Some(f) = mem.alloc() else {
                 break;
             };
-            let tmpl = dataplane::fabric::FrameTemplate {
-                src_mac: info.mac,
-                dst_mac: p.mac,
-                src_ip: info.ip,
-                dst_ip: p.ip,
-                sport: PORT,
-                dport: PORT,
-                prio: seg.prio,
-                vlan: false,
-                ecn: false,
-            };
-            let len = seg.frame_len();
-            mem.with_mut(f, |d| emit_frame(&tmpl, &seg.hdr, d, len as usize));
+            let len = mem.with_mut(f, |d| emit_segment(&info, p, &seg, d));
             txq.push((f, len));
         }
         if !txq.is_empty() {

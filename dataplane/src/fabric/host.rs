@@ -71,62 +71,10 @@ pub struct Nic {
     pub capped: u64,
 }
 
-/// The BFC side of a host NIC: one FIFO per NIC queue, flows assigned to queues round robin
-/// on first sight (so flows of one host do not share a queue until all are taken).
-#[derive(Debug, Default)]
-pub struct NicBfc {
-    queues: Vec<VecDeque<(FrameId, u32)>>,
-    /// Flow hash → NIC queue.
-    flows: std::collections::BTreeMap<u32, u8>,
-    next: usize,
-    rr: usize,
-    /// Bit q: queue q paused by the switch.
-    pub paused: u128,
-    /// Signal frames honoured.
-    pub signals_rx: u64,
-    pub pauses_rx: u64,
-    pub resumes_rx: u64,
-}
-
-impl NicBfc {
-    /// A BFC NIC with `queues` queues (1..=128).
-    pub fn new(queues: usize) -> Self {
-        NicBfc {
-            queues: (0..queues.clamp(1, 128)).map(|_| VecDeque::new()).collect(),
-            ..NicBfc::default()
-        }
-    }
-
-    /// The NIC queue of flow `fid`.
-    pub fn queue_of(&mut self, fid: u32) -> u8 {
-        let n = self.queues.len();
-        let next = &mut self.next;
-        *self.flows.entry(fid).or_insert_with(|| {
-            let q = (*next % n) as u8;
-            *next += 1;
-            q
-        })
-    }
-
-    fn pop(&mut self) -> Option<(FrameId, u32)> {
-        let n = self.queues.len();
-        for i in 0..n {
-            let q = (self.rr + i) % n;
-            if self.paused & (1 << q) == 0 && !self.queues[q].is_empty() {
-                self.rr = (q + 1) % n;
-                return self.queues[q].pop_front();
-            }
-        }
-        None
-    }
-
-    fn has_eligible(&self) -> bool {
-        self.queues
-            .iter()
-            .enumerate()
-            .any(|(q, f)| self.paused & (1 << q) == 0 && !f.is_empty())
-    }
-}
+/// The BFC side of a host NIC: one FIFO of frames per NIC queue, flows (by FID hash) assigned
+/// to queues on first sight and never released (so flow k of a host takes queue k mod n; see
+/// [`crate::host::nicq`], which the host stack shares).
+pub type NicBfc = crate::host::nicq::NicQueues<(FrameId, u32)>;
 
 impl Nic {
     pub fn new(rate_bps: u64, delay_ps: u64, limit: usize) -> Self {
@@ -210,33 +158,7 @@ impl Nic {
 
     /// Applies a received Xoff signal frame if this NIC runs BFC; true if it was one.
     pub(crate) fn on_bfc_signal(&mut self, frame: &[u8]) -> bool {
-        use flowctl::wire::signal::{Frame, Signal, SignalRepr};
-        let Some(b) = self.bfc.as_mut() else {
-            return false;
-        };
-        let Ok(r) = Frame::new_checked(frame).and_then(|f| SignalRepr::parse(&f)) else {
-            return false;
-        };
-        b.signals_rx += 1;
-        match r.signal {
-            Signal::Pause(q) => {
-                b.pauses_rx += 1;
-                b.paused |= 1 << q;
-            }
-            Signal::Resume(q) => {
-                b.resumes_rx += 1;
-                b.paused &= !(1 << q);
-            }
-            Signal::Bitmap { count, bits } => {
-                let m = if count >= 128 {
-                    u128::MAX
-                } else {
-                    (1u128 << count) - 1
-                };
-                b.paused = (b.paused & !m) | (bits & m);
-            }
-        }
-        true
+        self.bfc.as_mut().is_some_and(|b| b.on_signal(frame))
     }
 
     /// Starts queued frames as the link allows and returns when it next needs service.
@@ -325,7 +247,7 @@ impl HostCtx<'_> {
             };
             let q = b.queue_of(fid);
             let len = crate::fc::BfcGlue::push_shim(self.mem, frame, len, usize::from(q));
-            b.queues[usize::from(q)].push_back((frame, len));
+            b.push(usize::from(q), (frame, len));
             self.nic.len += 1;
             return true;
         }
@@ -455,10 +377,16 @@ impl FrameTemplate {
 /// The first `len` bytes of the UDP payload of an Ethernet (optionally 802.1Q) / IPv4 / UDP
 /// frame, if they start with [`DATA_MAGIC`]: where every Xoff host header lives.
 pub fn magic_payload(frame: &[u8], len: usize) -> Option<&[u8]> {
-    let mut off = 14;
-    let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    magic_payload_at(frame, 12, len)
+}
+
+/// [`magic_payload`] of a frame whose EtherType sits at `et_off` (16 behind the Xoff data
+/// shim).
+pub fn magic_payload_at(frame: &[u8], et_off: usize, len: usize) -> Option<&[u8]> {
+    let mut off = et_off + 2;
+    let mut et = u16::from_be_bytes([*frame.get(et_off)?, *frame.get(et_off + 1)?]);
     if et == EtherType::VLAN {
-        et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        et = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
         off += 4;
     }
     if et != EtherType::IPV4 {

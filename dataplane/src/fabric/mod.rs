@@ -636,6 +636,14 @@ impl Fabric {
         &self.mem
     }
 
+    /// The NIC of host `name`, to reconfigure before the run starts.
+    pub fn host_nic_mut(&mut self, name: &str) -> Option<&mut Nic> {
+        self.hosts
+            .iter_mut()
+            .find(|h| h.info.name == name)
+            .map(|h| &mut h.nic)
+    }
+
     /// Replaces the model of host `name` (before the run starts).
     pub fn set_host_model(&mut self, name: &str, model: Box<dyn HostModel>) -> bool {
         match self.hosts.iter_mut().find(|h| h.info.name == name) {

@@ -2,10 +2,14 @@
 //!
 //! The stack paces at the NIC rate, so the fabric NIC's FIFO holds at most about one frame.
 //! For the stack to see PFC frames, leave the fabric NIC's own `honor_pfc` off (the default).
+//! BFC (`[sim] honor_bfc`, `nic_bfc_queues`) is the stack's own: [`install`] turns the
+//! stack's BFC mode on with the NIC's queue count and takes the BFC queues off the fabric
+//! NIC, so frames are queued, shimmed and paused once, by the stack, and the Xoff signal
+//! frames reach it.
 
-use super::wire::{emit_frame, is_mac_control, Header, PORT};
+use super::wire::emit_segment;
 use super::HostStack;
-use crate::fabric::host::{FrameTemplate, HostCtx, HostModel};
+use crate::fabric::host::{HostCtx, HostModel};
 use crate::frame::{FrameId, FrameMem};
 use crate::wire::MacAddr;
 use std::cell::RefCell;
@@ -48,20 +52,8 @@ impl StackHost {
             let Some(f) = ctx.mem.alloc() else {
                 break;
             };
-            let tmpl = FrameTemplate {
-                src_mac: ctx.info.mac,
-                dst_mac: p.mac,
-                src_ip: ctx.info.ip,
-                dst_ip: p.ip,
-                sport: PORT,
-                dport: PORT,
-                prio: seg.prio,
-                vlan: false,
-                ecn: false,
-            };
-            let len = seg.frame_len();
-            ctx.mem
-                .with_mut(f, |d| emit_frame(&tmpl, &seg.hdr, d, len as usize));
+            let info = ctx.info;
+            let len = ctx.mem.with_mut(f, |d| emit_segment(info, p, &seg, d));
             ctx.send(f, len);
         }
         if let Some(w) = st.next_wakeup(now) {
@@ -90,14 +82,7 @@ impl HostModel for StackHost {
         {
             let data = ctx.mem.data(frame);
             let data = &data[..(len as usize).min(data.len())];
-            let mut st = self.stack.borrow_mut();
-            if is_mac_control(data) {
-                st.on_pfc(now, data);
-            } else if let Some(h) = Header::parse(data) {
-                st.on_frame(now, &h, len);
-            } else {
-                st.counters.rx_other += 1;
-            }
+            self.stack.borrow_mut().on_receive(now, data, len);
         }
         ctx.mem.free(frame);
         self.pump(ctx);
@@ -129,7 +114,9 @@ pub fn peer_table(hosts: &[crate::fabric::HostInfo], src: usize) -> Vec<PeerAddr
 }
 
 /// Puts a [`HostStack`] on every host of `fabric` (host index = topology order) running its
-/// part of `schedule`; `cfg` makes each host's configuration from its info. Returns the
+/// part of `schedule`; `cfg` makes each host's configuration from its info. A host whose
+/// fabric NIC runs BFC (`[sim] honor_bfc`) gets a stack in BFC mode with the NIC's queue
+/// count (unless `cfg` chose a count itself), and its NIC becomes a plain FIFO. Returns the
 /// stacks, to read after the run.
 pub fn install(
     fabric: &mut crate::fabric::Fabric,
@@ -142,6 +129,11 @@ pub fn install(
     for (i, info) in infos.iter().enumerate() {
         let mut c = cfg(info);
         c.host = i as u32;
+        if let Some(b) = fabric.host_nic_mut(&info.name).and_then(|n| n.bfc.take()) {
+            if c.bfc_queues == 0 {
+                c.bfc_queues = b.count();
+            }
+        }
         let st = Rc::new(RefCell::new(HostStack::new(c, schedule)));
         fabric.set_host_model(
             &info.name,

@@ -4,23 +4,39 @@
 //! flows assigned to them as they start and released when they complete, and PFC honoured per
 //! priority (quanta timers).
 //!
+//! BFC mode ([`StackConfig::bfc_queues`] > 0; BFC §3.3.2 and §5, a NIC that "inserts
+//! `upstreamQ`" and is paused per queue): the NIC queues are [`nicq::NicQueues`] instead of one
+//! per priority. A starting flow takes a free NIC queue (else joins the least-loaded one; see
+//! [`nicq`] for the exact rule, which the fabric's constant-rate BFC NIC shares) and releases
+//! it when its last packet is acknowledged. Every data frame carries the Xoff data shim
+//! (EtherType 0x88B6, `flowctl::wire::shim`) with `upstreamQ` = its NIC queue
+//! ([`Segment::upq`], pushed by [`wire::emit_segment`]); ACKs go without it, so the switch
+//! never backpressures them (it counts no pause for frames without `upstreamQ`). Received
+//! Xoff signal frames (EtherType 0x88B5: `Pause(q)`, `Resume(q)`, the `Bitmap` refresh) pause
+//! and resume single NIC queues: the other queues keep sending. PFC still pauses priorities
+//! (a flow waits if either its queue or its priority is paused). The receiver accepts data
+//! frames with or without the shim (a switch pushes it only toward ports listed in
+//! `shim_ports`).
+//!
 //! [`HostStack`] is pure: the caller passes the time in (ps) and moves frames. Two drivers run
 //! it: [`fabric::StackHost`], a [`crate::fabric::HostModel`] in the virtual-time fabric, and
 //! `xoff host` (tools/src/host.rs) on an AF_XDP port in a testbed namespace, with the
 //! monotonic clock. One implementation, two clocks.
 //!
-//! The stack paces its own transmissions at the NIC rate, so frames wait in its per-priority
-//! queues (where a pause holds them), not in a FIFO behind a paused frame.
+//! The stack paces its own transmissions at the NIC rate, so frames wait in its NIC queues
+//! (where a pause holds them), not in a FIFO behind a paused frame.
 //!
-//! Not yet: Xoff signal frames per NIC queue (BFC upstreamQ, Aquarius, Pyrrha) and the Xoff
-//! data shim toward switches that expect it; the schemes are not implemented in the switch.
+//! Not yet: the signals of the other per-hop schemes (Aquarius, Pyrrha), which the switch does
+//! not implement either.
 
 pub mod fabric;
+pub mod nicq;
 pub mod report;
 pub mod wire;
 
 use crate::units::ser_ps;
 use crate::workload::FlowSpec;
+use nicq::NicQueues;
 use report::{RxRecord, TxRecord};
 use std::collections::{BTreeMap, VecDeque};
 pub use wire::{Header, FRAME_OVERHEAD, HEADER_LEN};
@@ -44,6 +60,9 @@ pub struct StackConfig {
     pub honor_pfc: bool,
     /// How far in the past a late real-time driver may start a frame (ps); 0 in virtual time.
     pub max_lag_ps: u64,
+    /// BFC mode: this many NIC queues (1..=128) with dynamic flow assignment, the data shim
+    /// and Xoff signal frames honoured per queue; 0: off (a NIC queue per priority).
+    pub bfc_queues: usize,
 }
 
 impl StackConfig {
@@ -59,23 +78,32 @@ impl StackConfig {
             ack_prio: None,
             honor_pfc: true,
             max_lag_ps: 0,
+            bfc_queues: 0,
         }
     }
 }
 
-/// A frame the driver must build and send: to host `dst`, with header `hdr` and `payload`
-/// zero bytes after it; frame length = [`FRAME_OVERHEAD`] + `payload`.
+/// A frame the driver must build and send ([`wire::emit_segment`]): to host `dst`, with
+/// header `hdr` and `payload` zero bytes after it, behind the Xoff data shim carrying `upq`
+/// if there is one; frame length = [`FRAME_OVERHEAD`] + `payload` (+ 4 with the shim).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     pub dst: u32,
     pub prio: u8,
     pub hdr: Header,
     pub payload: u32,
+    /// BFC mode: the NIC queue the frame leaves from (`upstreamQ` of the data shim).
+    pub upq: Option<u8>,
 }
 
 impl Segment {
     pub fn frame_len(&self) -> u32 {
-        FRAME_OVERHEAD + self.payload
+        let shim = if self.upq.is_some() {
+            flowctl::wire::shim::SHIM_LEN as u32
+        } else {
+            0
+        };
+        FRAME_OVERHEAD + self.payload + shim
     }
 }
 
@@ -89,6 +117,15 @@ struct TxFlow {
     high: u64,
     last_progress: u64,
     rec: TxRecord,
+    /// BFC mode: the NIC queue the flow holds.
+    queue: u8,
+}
+
+impl TxFlow {
+    /// Whether the flow has a packet the window lets out.
+    fn sendable(&self, window_pkts: u64) -> bool {
+        self.una < self.pkts && self.nxt < self.pkts && self.nxt - self.una < window_pkts
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -103,15 +140,23 @@ struct RxFlow {
 
 /// Counters of the stack itself.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct StackCounters {
     pub tx_frames: u64,
     pub tx_bytes: u64,
     pub rx_frames: u64,
     pub pfc_rx: u64,
-    /// Frames that were neither PFC nor host-stack frames.
+    /// Frames that were neither PFC, Xoff signal nor host-stack frames.
     pub rx_other: u64,
     pub acks_tx: u64,
     pub timeouts: u64,
+    /// BFC mode: Xoff signal frames honoured, and the PAUSEs and RESUMEs among them (the
+    /// others are pause-bitmap refreshes).
+    pub signals_rx: u64,
+    pub pauses_rx: u64,
+    pub resumes_rx: u64,
+    /// Xoff signal frames received with BFC mode off (not honoured).
+    pub signals_ignored: u64,
 }
 
 /// One host's sender and receiver.
@@ -125,6 +170,8 @@ pub struct HostStack {
     /// Per NIC queue (= priority): started flows with data left, round robin.
     queues: [VecDeque<usize>; 8],
     rr: usize,
+    /// BFC mode: the NIC queues (of indices into `tx`) instead of `queues`.
+    bfc: Option<NicQueues<usize>>,
     acks: VecDeque<Segment>,
     rx: BTreeMap<u32, RxFlow>,
     /// Per priority: paused until (ps).
@@ -150,6 +197,7 @@ impl HostStack {
             tx_index: BTreeMap::new(),
             queues: Default::default(),
             rr: 0,
+            bfc: (cfg.bfc_queues > 0).then(|| NicQueues::new(cfg.bfc_queues)),
             acks: VecDeque::new(),
             rx: BTreeMap::new(),
             paused_until: [0; 8],
@@ -162,6 +210,50 @@ impl HostStack {
 
     fn paused(&self, prio: u8, now: u64) -> bool {
         self.paused_until[usize::from(prio & 7)] > now
+    }
+
+    /// BFC mode: the NIC queues (assignment, paused bits, signal counters).
+    pub fn bfc(&self) -> Option<&NicQueues<usize>> {
+        self.bfc.as_ref()
+    }
+
+    /// BFC mode: the NIC queue flow `id` holds, if it has one.
+    pub fn queue_of(&self, id: u32) -> Option<u8> {
+        self.bfc.as_ref().and_then(|b| b.assigned(id))
+    }
+
+    /// Handles any received frame of `len` bytes: PFC/PAUSE, Xoff signal, host-stack data or
+    /// ACK (with or without the data shim); anything else is counted in `rx_other`.
+    pub fn on_receive(&mut self, now: u64, frame: &[u8], len: u32) {
+        if wire::is_mac_control(frame) {
+            self.on_pfc(now, frame);
+        } else if wire::is_xoff_signal(frame) {
+            if !self.on_signal(frame) {
+                self.counters.rx_other += 1;
+            }
+        } else if let Some(h) = Header::parse(frame) {
+            self.on_frame(now, &h, len);
+        } else {
+            self.counters.rx_other += 1;
+        }
+    }
+
+    /// Applies a received Xoff signal frame to the NIC queues (BFC mode; otherwise it is
+    /// counted and ignored). Returns whether it was one.
+    pub fn on_signal(&mut self, frame: &[u8]) -> bool {
+        let Some(sig) = nicq::parse_signal(frame) else {
+            return false;
+        };
+        match self.bfc.as_mut() {
+            Some(b) => {
+                b.apply(&sig);
+                self.counters.signals_rx = b.signals_rx;
+                self.counters.pauses_rx = b.pauses_rx;
+                self.counters.resumes_rx = b.resumes_rx;
+            }
+            None => self.counters.signals_ignored += 1,
+        }
+        true
     }
 
     /// Applies a received MAC control frame (PFC: per class; 802.3x PAUSE: all classes).
@@ -217,6 +309,10 @@ impl HostStack {
             }
             if f.una >= f.pkts && f.rec.done_ps.is_none() {
                 f.rec.done_ps = Some(now);
+                // All acknowledged: the flow gives its NIC queue back.
+                if let Some(b) = self.bfc.as_mut() {
+                    b.release(f.spec.id);
+                }
             }
         }
     }
@@ -281,6 +377,7 @@ impl HostStack {
                 ack: r.expected,
             },
             payload: 0,
+            upq: None,
         });
     }
 
@@ -308,12 +405,21 @@ impl HostStack {
                     start_ps: spec.start_ps,
                     ..TxRecord::default()
                 },
+                queue: 0,
             });
             self.tx_index.insert(spec.id, i);
-            self.queues[usize::from(spec.prio & 7)].push_back(i);
+            match self.bfc.as_mut() {
+                Some(b) => {
+                    let q = b.queue_of(spec.id);
+                    self.tx[i].queue = q;
+                    b.push(usize::from(q), i);
+                }
+                None => self.queues[usize::from(spec.prio & 7)].push_back(i),
+            }
         }
         let rto = self.cfg.rto_ps;
-        for q in &self.queues {
+        let bfc_queues = self.bfc.iter().flat_map(|b| b.queues());
+        for q in self.queues.iter().chain(bfc_queues) {
             for &i in q {
                 let f = &mut self.tx[i];
                 if f.una < f.nxt && now.saturating_sub(f.last_progress) >= rto {
@@ -346,6 +452,16 @@ impl HostStack {
                 return self.acks.pop_front();
             }
         }
+        let i = match self.bfc.is_some() {
+            false => self.pick_prio(now)?,
+            true => self.pick_bfc(now)?,
+        };
+        Some(self.data_segment(i, now))
+    }
+
+    /// Per-priority NIC queues: round robin over unpaused priorities, and over the flows of
+    /// each.
+    fn pick_prio(&mut self, now: u64) -> Option<usize> {
         for k in 0..8 {
             let c = (self.rr + k) % 8;
             if self.queues[c].is_empty() || self.paused(c as u8, now) {
@@ -356,57 +472,100 @@ impl HostStack {
                 let Some(i) = self.queues[c].pop_front() else {
                     break;
                 };
-                let f = &mut self.tx[i];
+                let f = &self.tx[i];
                 if f.una >= f.pkts {
                     continue; // done: leaves its queue
                 }
                 self.queues[c].push_back(i);
-                if f.nxt >= f.pkts || f.nxt - f.una >= self.window_pkts {
+                if !f.sendable(self.window_pkts) {
                     continue;
                 }
-                let seq = f.nxt;
-                f.nxt += 1;
-                let retx = seq < f.high;
-                f.high = f.high.max(f.nxt);
-                let mss = u64::from(self.cfg.mss);
-                let payload = (f.spec.size - (seq * mss).min(f.spec.size)).min(mss) as u32;
-                f.rec.tx_pkts += 1;
-                if retx {
-                    f.rec.retx += 1;
-                }
-                if f.rec.first_tx_ps.is_none() {
-                    f.rec.first_tx_ps = Some(now);
-                }
                 self.rr = (c + 1) % 8;
-                return Some(Segment {
-                    dst: f.spec.dst,
-                    prio: f.spec.prio,
-                    hdr: Header {
-                        flow: f.spec.id,
-                        seq,
-                        sent_ps: now,
-                        flags: wire::FLAG_DATA | if retx { wire::FLAG_RETX } else { 0 },
-                        prio: f.spec.prio,
-                        src_host: self.cfg.host as u16,
-                        size: f.spec.size,
-                        ack: 0,
-                    },
-                    payload,
-                });
+                return Some(i);
             }
         }
         None
     }
 
+    /// BFC NIC queues: round robin over the queues the switch has not paused, and over the
+    /// flows of each whose priority PFC has not paused.
+    fn pick_bfc(&mut self, now: u64) -> Option<usize> {
+        let (tx, window) = (&self.tx, self.window_pkts);
+        let paused_until = &self.paused_until;
+        self.bfc.as_mut()?.serve(|_, q| {
+            for _ in 0..q.len() {
+                let i = q.pop_front()?;
+                let f = &tx[i];
+                if f.una >= f.pkts {
+                    continue; // done: leaves its queue
+                }
+                q.push_back(i);
+                if f.sendable(window) && paused_until[usize::from(f.spec.prio & 7)] <= now {
+                    return Some(i);
+                }
+            }
+            None
+        })
+    }
+
+    /// The next data packet of flow `i`.
+    fn data_segment(&mut self, i: usize, now: u64) -> Segment {
+        let upq = self.bfc.is_some().then_some(self.tx[i].queue);
+        let mss = u64::from(self.cfg.mss);
+        let f = &mut self.tx[i];
+        let seq = f.nxt;
+        f.nxt += 1;
+        let retx = seq < f.high;
+        f.high = f.high.max(f.nxt);
+        let payload = (f.spec.size - (seq * mss).min(f.spec.size)).min(mss) as u32;
+        f.rec.tx_pkts += 1;
+        if retx {
+            f.rec.retx += 1;
+        }
+        if f.rec.first_tx_ps.is_none() {
+            f.rec.first_tx_ps = Some(now);
+        }
+        Segment {
+            dst: f.spec.dst,
+            prio: f.spec.prio,
+            hdr: Header {
+                flow: f.spec.id,
+                seq,
+                sent_ps: now,
+                flags: wire::FLAG_DATA | if retx { wire::FLAG_RETX } else { 0 },
+                prio: f.spec.prio,
+                src_host: self.cfg.host as u16,
+                size: f.spec.size,
+                ack: 0,
+            },
+            payload,
+            upq,
+        }
+    }
+
+    /// Flows that have started and are not known to be done, in their NIC queues.
+    fn queued(&self) -> impl Iterator<Item = usize> + '_ {
+        let bfc_queues = self.bfc.iter().flat_map(|b| b.queues());
+        self.queues.iter().chain(bfc_queues).flatten().copied()
+    }
+
+    /// Whether some NIC queue could send now if the pacer allowed (BFC mode: not paused by
+    /// the switch, with a flow the window lets out whose priority is not PFC-paused).
+    fn bfc_ready(&self, now: u64) -> bool {
+        self.bfc.as_ref().is_some_and(|b| {
+            (0..b.count()).any(|q| {
+                !b.is_paused(q)
+                    && b.queue(q).iter().any(|&i| {
+                        let f = &self.tx[i];
+                        f.sendable(self.window_pkts) && !self.paused(f.spec.prio, now)
+                    })
+            })
+        })
+    }
+
     /// Whether anything could be sent if the pacer and pauses allowed.
     fn has_work(&self) -> bool {
-        !self.acks.is_empty()
-            || self.queues.iter().any(|q| {
-                q.iter().any(|&i| {
-                    let f = &self.tx[i];
-                    f.una < f.pkts && f.nxt < f.pkts && f.nxt - f.una < self.window_pkts
-                })
-            })
+        !self.acks.is_empty() || self.queued().any(|i| self.tx[i].sendable(self.window_pkts))
     }
 
     /// When the stack next needs `on_tick`/`poll_send`, after `now` (None: only on receive).
@@ -417,27 +576,32 @@ impl HostStack {
             upd(f.start_ps);
         }
         if self.has_work() {
-            let mut ready = self.tx_free_at.saturating_sub(self.cfg.max_lag_ps);
-            // If everything that has work is paused, wait for the earliest pause to lapse.
-            let blocked = self.acks.front().is_none_or(|a| self.paused(a.prio, now))
-                && (0..8).all(|c| self.queues[c].is_empty() || self.paused(c as u8, now));
+            let ready = self.tx_free_at.saturating_sub(self.cfg.max_lag_ps);
+            // If everything that has work is paused, wait for the earliest PFC pause to
+            // lapse; if only BFC pauses hold it, for a RESUME (or an ACK), which arrive as
+            // frames.
+            let queues_blocked = match self.bfc {
+                None => (0..8).all(|c| self.queues[c].is_empty() || self.paused(c as u8, now)),
+                Some(_) => !self.bfc_ready(now),
+            };
+            let blocked =
+                self.acks.front().is_none_or(|a| self.paused(a.prio, now)) && queues_blocked;
             if blocked {
                 let lapse = (0..8)
                     .filter(|&c| self.paused(c as u8, now))
                     .map(|c| self.paused_until[c])
                     .min();
                 if let Some(l) = lapse {
-                    ready = ready.max(l);
+                    upd(ready.max(l));
                 }
+            } else {
+                upd(ready);
             }
-            upd(ready);
         }
-        for q in &self.queues {
-            for &i in q {
-                let f = &self.tx[i];
-                if f.una < f.nxt {
-                    upd(f.last_progress.saturating_add(self.cfg.rto_ps));
-                }
+        for i in self.queued() {
+            let f = &self.tx[i];
+            if f.una < f.nxt {
+                upd(f.last_progress.saturating_add(self.cfg.rto_ps));
             }
         }
         t.map(|x| x.max(now.saturating_add(1)))
@@ -538,5 +702,199 @@ mod tests {
         let lapse = a.next_wakeup(1).unwrap();
         assert!(lapse >= flowctl::wire::pfc::quanta_to_ps(0xffff, 10_000_000_000));
         assert!(a.poll_send(lapse).is_some());
+    }
+
+    // ---- BFC mode ----
+
+    use flowctl::wire::shim;
+    use flowctl::wire::signal::{Signal, SignalRepr};
+
+    /// A stack in BFC mode with `queues` NIC queues and a window that never limits.
+    fn bfc_stack(queues: usize, flows: &[FlowSpec]) -> HostStack {
+        let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
+        cfg.window_bytes = 1000 * u64::from(cfg.mss);
+        cfg.bfc_queues = queues;
+        HostStack::new(cfg, flows)
+    }
+
+    /// An Xoff signal frame from the switch, as it arrives.
+    fn signal(s: Signal) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        SignalRepr {
+            dst_addr: [2, 0, 0, 0, 0, 1],
+            src_addr: [2, 0, 0, 0, 0, 9],
+            signal: s,
+        }
+        .emit_into(&mut f);
+        f
+    }
+
+    fn ack(flow: u32, upto: u64) -> Header {
+        Header {
+            flow,
+            seq: upto,
+            flags: wire::FLAG_ACK,
+            ack: upto,
+            ..Header::default()
+        }
+    }
+
+    fn at(f: FlowSpec, start_ps: u64) -> FlowSpec {
+        FlowSpec { start_ps, ..f }
+    }
+
+    #[test]
+    fn bfc_assigns_free_queues_then_least_loaded_and_releases_on_completion() {
+        let mss = u64::from(StackConfig::new(0, 1, 0).mss);
+        // A, B, C start together; A and C are one packet, B is long; D starts later.
+        let flows = [
+            flow(1, mss),
+            flow(2, 50 * mss),
+            flow(3, mss),
+            at(flow(4, mss), 1_000_000_000),
+        ];
+        let mut a = bfc_stack(2, &flows);
+        a.on_tick(0);
+        // Two flows take the two empty queues, the third shares the least-loaded one.
+        assert_eq!(
+            (a.queue_of(1), a.queue_of(2), a.queue_of(3)),
+            (Some(0), Some(1), Some(0))
+        );
+        let b = a.bfc().unwrap();
+        assert_eq!((b.load(0), b.load(1)), (2, 1));
+        // A and C complete (acknowledged): queue 0 is free again, B still holds queue 1.
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        assert!(sent.iter().any(|s| s.hdr.flow == 1) && sent.iter().any(|s| s.hdr.flow == 3));
+        a.on_frame(t, &ack(1, 1), 0);
+        a.on_frame(t, &ack(3, 1), 0);
+        assert_eq!((a.queue_of(1), a.queue_of(3)), (None, None));
+        let b = a.bfc().unwrap();
+        assert_eq!((b.load(0), b.load(1)), (0, 1));
+        // D takes the free queue, not B's.
+        a.on_tick(1_000_000_000);
+        assert_eq!(a.queue_of(4), Some(0));
+        // B completes and gives queue 1 back.
+        a.on_frame(t, &ack(2, 50), 0);
+        assert_eq!(a.queue_of(2), None);
+        assert_eq!(a.bfc().unwrap().load(1), 0);
+    }
+
+    #[test]
+    fn bfc_pause_stops_one_queue_resume_and_bitmap_refresh() {
+        let flows = [flow(1, 1_000_000), flow(2, 1_000_000)];
+        let mut a = bfc_stack(4, &flows);
+        a.on_tick(0);
+        assert_eq!((a.queue_of(1), a.queue_of(2)), (Some(0), Some(1)));
+        let mut t = 0;
+        let flows_of = |v: &[Segment]| {
+            let n1 = v.iter().filter(|s| s.hdr.flow == 1).count();
+            (n1, v.len() - n1)
+        };
+        // Both flows share the NIC round robin.
+        assert_eq!(flows_of(&drain(&mut a, &mut t)), (25, 25));
+        // PAUSE(0) stops exactly flow 1 (queue 0); flow 2 gets the whole NIC.
+        a.on_receive(t, &signal(Signal::Pause(0)), 60);
+        assert_eq!(flows_of(&drain(&mut a, &mut t)), (0, 50));
+        // RESUME(0) restarts it.
+        a.on_receive(t, &signal(Signal::Resume(0)), 60);
+        assert_eq!(flows_of(&drain(&mut a, &mut t)), (25, 25));
+        // A bitmap refresh sets queue 1 and clears queue 0 (both covered).
+        a.on_receive(t, &signal(Signal::Pause(0)), 60);
+        a.on_receive(
+            t,
+            &signal(Signal::Bitmap {
+                count: 4,
+                bits: 0b10,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0b10);
+        assert_eq!(flows_of(&drain(&mut a, &mut t)), (50, 0));
+        // Everything paused: nothing to send and no wakeup before the retransmission timer
+        // (a RESUME arrives as a frame).
+        a.on_receive(t, &signal(Signal::Pause(0)), 60);
+        assert_eq!(a.poll_send(t + 10_000_000), None);
+        let w = a.next_wakeup(t).unwrap();
+        assert!(w >= a.cfg.rto_ps, "woken at {w} while paused");
+        a.on_receive(t, &signal(Signal::Bitmap { count: 4, bits: 0 }), 60);
+        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert_eq!(flows_of(&drain(&mut a, &mut t)), (25, 25));
+        let c = a.counters;
+        assert_eq!(
+            (c.signals_rx, c.pauses_rx, c.resumes_rx, c.signals_ignored),
+            (6, 3, 1, 0)
+        );
+        // A stack not in BFC mode counts signals and ignores them.
+        let mut p = HostStack::new(StackConfig::new(0, 10_000_000_000, 10_000_000), &flows);
+        p.on_tick(0);
+        p.on_receive(0, &signal(Signal::Pause(0)), 60);
+        assert_eq!((p.counters.signals_ignored, p.counters.signals_rx), (1, 0));
+        assert!(p.poll_send(1).is_some());
+    }
+
+    #[test]
+    fn bfc_data_frames_carry_the_shim_and_receivers_take_either() {
+        use crate::fabric::HostInfo;
+        use crate::wire::MacAddr;
+        use std::net::Ipv4Addr;
+        let info = |i: u8| HostInfo {
+            name: format!("h{i}"),
+            index: usize::from(i),
+            mac: MacAddr([2, 0, 0, 0, 0, i]),
+            ip: Ipv4Addr::new(10, 0, 0, i),
+            prefix_len: 24,
+            gateway_mac: None,
+            nic_rate_bps: 10_000_000_000,
+            nic_delay_ps: 0,
+        };
+        let peer = fabric::PeerAddr {
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+        };
+        let flows = [flow(1, 100_000), flow(2, 100_000), flow(3, 100_000)];
+        let mut a = bfc_stack(8, &flows);
+        let mut b = HostStack::new(
+            StackConfig {
+                host: 1,
+                ..StackConfig::new(1, 10_000_000_000, 10_000_000)
+            },
+            &[],
+        );
+        a.on_tick(0);
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        let mut buf = [0u8; 2048];
+        for s in &sent {
+            let q = a.queue_of(s.hdr.flow).unwrap();
+            assert_eq!(s.upq, Some(q));
+            let len = wire::emit_segment(&info(0), &peer, s, &mut buf);
+            assert_eq!(len, s.frame_len());
+            assert_eq!(len, FRAME_OVERHEAD + s.payload + shim::SHIM_LEN as u32);
+            // The flowctl codec reads upstreamQ = the flow's NIC queue ...
+            let f = shim::Frame::new_checked(&buf[..len as usize]).unwrap();
+            let r = shim::ShimRepr::parse(&f).unwrap();
+            assert_eq!(r.upstream_q, q);
+            assert_eq!(f.inner_ethertype(), crate::wire::EtherType::IPV4);
+            // ... and the receiver takes the frame with the shim ...
+            b.on_receive(t, &buf[..len as usize], len);
+            // ... and without it (a switch pops it unless the port is a shim port).
+            let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
+            assert_eq!(wire::Header::parse(&buf[..n]), Some(s.hdr));
+        }
+        assert_eq!(b.counters.rx_frames, sent.len() as u64);
+        assert_eq!(b.counters.rx_other, 0);
+        let rx = b.rx_records();
+        assert_eq!(rx.len(), 3);
+        assert!(rx.iter().all(|r| r.rx_pkts > 0 && r.lost() == 0));
+        // ACKs go without the shim.
+        let acks = drain(&mut b, &mut t);
+        assert!(!acks.is_empty());
+        for s in &acks {
+            assert_eq!(s.upq, None);
+            let len = wire::emit_segment(&info(1), &peer, s, &mut buf);
+            assert_eq!(wire::upstream_q(&buf[..len as usize]), None);
+            assert_eq!(&buf[12..14], &crate::wire::EtherType::IPV4.to_be_bytes());
+        }
     }
 }

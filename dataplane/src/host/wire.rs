@@ -9,9 +9,16 @@
 //! ```
 //!
 //! All big-endian. Sequence numbers count packets of the flow from 0.
+//!
+//! A host in BFC mode sends its data frames behind the 4-byte Xoff data shim
+//! (`flowctl::wire::shim`, EtherType 0x88B6 after the MAC addresses, carrying `upstreamQ`);
+//! [`Header::parse`] reads frames with or without it.
 
-use crate::fabric::host::{magic_payload, DataHeader, FrameTemplate, DATA_HEADER_LEN};
+use super::fabric::PeerAddr;
+use super::Segment;
+use crate::fabric::host::{magic_payload_at, DataHeader, FrameTemplate, HostInfo, DATA_HEADER_LEN};
 use crate::wire::EtherType;
+use flowctl::wire::shim::{self, ShimRepr};
 
 /// Bytes of the host header in the UDP payload.
 pub const HEADER_LEN: usize = DATA_HEADER_LEN + 20;
@@ -58,15 +65,25 @@ impl Header {
         b[12..20].copy_from_slice(&self.ack.to_be_bytes());
     }
 
-    /// Reads the header of a host-stack frame; `None` for any other frame.
+    /// Reads the header of a host-stack frame, skipping the data shim if it has one; `None`
+    /// for any other frame.
     pub fn parse(frame: &[u8]) -> Option<Header> {
-        let p = magic_payload(frame, HEADER_LEN)?;
+        Self::parse_shimmed(frame).map(|(h, _)| h)
+    }
+
+    /// [`Header::parse`], and the shim's `upstreamQ` if the frame carries one.
+    pub fn parse_shimmed(frame: &[u8]) -> Option<(Header, Option<u8>)> {
+        let (et_off, upq) = match upstream_q(frame) {
+            Some(q) => (shim::SHIM_OFF + shim::SHIM_LEN, Some(q)),
+            None => (shim::SHIM_OFF, None),
+        };
+        let p = magic_payload_at(frame, et_off, HEADER_LEN)?;
         let u64_at = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&p[i..i + 8]);
             u64::from_be_bytes(b)
         };
-        Some(Header {
+        let h = Header {
             flow: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
             seq: u64_at(8),
             sent_ps: u64_at(16),
@@ -75,14 +92,54 @@ impl Header {
             src_host: u16::from_be_bytes([p[26], p[27]]),
             size: u64_at(28),
             ack: u64_at(36),
-        })
+        };
+        Some((h, upq))
     }
+}
+
+/// The `upstreamQ` of a frame's Xoff data shim, if it carries a valid one.
+pub fn upstream_q(frame: &[u8]) -> Option<u8> {
+    let f = shim::Frame::new_checked(frame).ok()?;
+    (f.ethertype() == shim::ETHERTYPE_XOFF_SHIM)
+        .then(|| ShimRepr::parse(&f).ok())
+        .flatten()
+        .map(|r| r.upstream_q)
 }
 
 /// Writes a whole frame of `len` bytes: headers from `tmpl`, then `h`, then zero payload.
 pub fn emit_frame(tmpl: &FrameTemplate, h: &Header, buf: &mut [u8], len: usize) {
     let off = tmpl.emit_headers(buf, len);
     h.emit(&mut buf[off..off + HEADER_LEN]);
+}
+
+/// Writes the frame of `seg` from host `me` to `peer` into `buf`: Ethernet / IPv4 / UDP, the
+/// header, zero payload, and (BFC mode, `seg.upq`) the Xoff data shim carrying the NIC queue.
+/// Returns its length, [`Segment::frame_len`].
+pub fn emit_segment(me: &HostInfo, peer: &PeerAddr, seg: &Segment, buf: &mut [u8]) -> u32 {
+    let tmpl = FrameTemplate {
+        src_mac: me.mac,
+        dst_mac: peer.mac,
+        src_ip: me.ip,
+        dst_ip: peer.ip,
+        sport: PORT,
+        dport: PORT,
+        prio: seg.prio,
+        vlan: false,
+        ecn: false,
+    };
+    let len = (FRAME_OVERHEAD + seg.payload) as usize;
+    emit_frame(&tmpl, &seg.hdr, buf, len);
+    match seg.upq {
+        Some(q) => ShimRepr { upstream_q: q }
+            .push(buf, len)
+            .map_or(len as u32, |n| n as u32),
+        None => len as u32,
+    }
+}
+
+/// Whether `frame` is an Xoff signal frame (EtherType 0x88B5).
+pub fn is_xoff_signal(frame: &[u8]) -> bool {
+    frame.len() >= 14 && frame[12..14] == EtherType::XOFF_SIGNAL.to_be_bytes()
 }
 
 /// Whether `frame` is a MAC control (PFC/PAUSE) frame.

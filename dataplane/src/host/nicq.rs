@@ -1,0 +1,291 @@
+//! The NIC queues of a host that speaks BFC (BFC §3.3.2 and §5: "the NIC inserts its queue
+//! number in `upstreamQ`" and is paused and resumed per queue by its first-hop switch).
+//!
+//! One implementation for both kinds of host: the fabric's constant-rate NIC
+//! ([`crate::fabric::NicBfc`] = `NicQueues<(FrameId, u32)>`, queues of frames) and the host
+//! stack ([`super::HostStack`], queues of flows whose packets it makes on demand). Pure: no
+//! time, no I/O.
+//!
+//! * **Assignment.** A flow (keyed by a `u32`: the stack's flow id, the NIC's FID hash) takes
+//!   a queue on first sight and keeps it until [`NicQueues::release`]. A new flow takes a
+//!   *free* queue (no flow assigned) if there is one, searched from a rotating start (one
+//!   past the last queue handed out, so a queue just released is taken last), preferring
+//!   free queues that are not paused (the switch may still hold a paused queue's marked
+//!   packets of a finished flow: a new flow there would inherit that pause, as the switch's
+//!   own assignment avoids, §3.3.1 "sticky"). If every queue has flows, the new flow joins
+//!   the **least-loaded** one (fewest flows), ties broken from the rotating start: as
+//!   deterministic as the rest of the fabric, where the paper's switch draws a random queue.
+//!   A NIC that never releases (the fabric's constant-rate sources) thus assigns flow k to
+//!   queue k mod n.
+//! * **Service.** Round robin over the queues that are not paused and have work
+//!   ([`NicQueues::pop`], [`NicQueues::serve`]); the caller paces at its line rate.
+//! * **Signals.** Xoff signal frames (EtherType 0x88B5, `flowctl::wire::signal`) set and clear
+//!   the paused bits: `Pause(q)`, `Resume(q)`, and the periodic `Bitmap` refresh, which
+//!   overwrites the bits of the queues it covers.
+
+use flowctl::wire::signal::{Frame, Signal, SignalRepr};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The most queues a NIC has (what a signal frame can name).
+pub const MAX_QUEUES: usize = flowctl::wire::signal::BITMAP_QUEUES;
+
+/// Per-queue FIFOs of `T`, the flow → queue assignment, the paused bits and the signal
+/// counters of a BFC-speaking NIC.
+#[derive(Debug)]
+pub struct NicQueues<T> {
+    queues: Vec<VecDeque<T>>,
+    /// Flow key → NIC queue.
+    flows: BTreeMap<u32, u8>,
+    /// Per queue: flows assigned.
+    load: Vec<u32>,
+    /// Rotating start of the search for a queue for a new flow.
+    next: usize,
+    /// Round-robin pointer of the service.
+    rr: usize,
+    /// Bit q: queue q paused by the switch.
+    pub paused: u128,
+    /// Signal frames honoured.
+    pub signals_rx: u64,
+    pub pauses_rx: u64,
+    pub resumes_rx: u64,
+}
+
+impl<T> Default for NicQueues<T> {
+    fn default() -> Self {
+        NicQueues {
+            queues: Vec::new(),
+            flows: BTreeMap::new(),
+            load: Vec::new(),
+            next: 0,
+            rr: 0,
+            paused: 0,
+            signals_rx: 0,
+            pauses_rx: 0,
+            resumes_rx: 0,
+        }
+    }
+}
+
+/// The signal an Xoff signal frame carries; `None` for anything else (or a malformed one).
+pub fn parse_signal(frame: &[u8]) -> Option<Signal> {
+    Frame::new_checked(frame)
+        .and_then(|f| SignalRepr::parse(&f))
+        .ok()
+        .map(|r| r.signal)
+}
+
+impl<T> NicQueues<T> {
+    /// A NIC with `queues` queues (clamped to 1..=128).
+    pub fn new(queues: usize) -> Self {
+        let n = queues.clamp(1, MAX_QUEUES);
+        NicQueues {
+            queues: (0..n).map(|_| VecDeque::new()).collect(),
+            load: vec![0; n],
+            ..Self::default()
+        }
+    }
+
+    /// Number of queues.
+    pub fn count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// The queue of flow `key`, assigning one on first sight (see the module doc).
+    pub fn queue_of(&mut self, key: u32) -> u8 {
+        if let Some(&q) = self.flows.get(&key) {
+            return q;
+        }
+        let n = self.queues.len();
+        let order = (0..n).map(|i| (self.next + i) % n);
+        let free = |q: &usize| self.load[*q] == 0;
+        let q = order
+            .clone()
+            .filter(free)
+            .find(|&q| !self.is_paused(q))
+            .or_else(|| order.clone().find(free))
+            .or_else(|| order.min_by_key(|&q| self.load[q]))
+            .unwrap_or(0);
+        self.next = (q + 1) % n;
+        self.load[q] += 1;
+        self.flows.insert(key, q as u8);
+        q as u8
+    }
+
+    /// The queue flow `key` holds, if any.
+    pub fn assigned(&self, key: u32) -> Option<u8> {
+        self.flows.get(&key).copied()
+    }
+
+    /// Flows assigned to queue `q`.
+    pub fn load(&self, q: usize) -> u32 {
+        self.load.get(q).copied().unwrap_or(0)
+    }
+
+    /// Flow `key` is done: its queue no longer counts it.
+    pub fn release(&mut self, key: u32) {
+        if let Some(q) = self.flows.remove(&key) {
+            let l = &mut self.load[usize::from(q)];
+            *l = l.saturating_sub(1);
+        }
+    }
+
+    /// Whether the switch has paused queue `q`.
+    pub fn is_paused(&self, q: usize) -> bool {
+        q < MAX_QUEUES && self.paused & (1 << q) != 0
+    }
+
+    /// Appends `item` to queue `q`.
+    pub fn push(&mut self, q: usize, item: T) {
+        self.queues[q].push_back(item);
+    }
+
+    /// Queue `q`.
+    pub fn queue(&self, q: usize) -> &VecDeque<T> {
+        &self.queues[q]
+    }
+
+    /// Every queue, by index.
+    pub fn queues(&self) -> impl Iterator<Item = &VecDeque<T>> {
+        self.queues.iter()
+    }
+
+    /// Round robin from the service pointer over the queues that are not paused and not
+    /// empty: `f(q, queue)` is offered each in turn until it returns something; the pointer
+    /// then moves past `q`.
+    pub fn serve<R>(
+        &mut self,
+        mut f: impl FnMut(usize, &mut VecDeque<T>) -> Option<R>,
+    ) -> Option<R> {
+        let n = self.queues.len();
+        for i in 0..n {
+            let q = (self.rr + i) % n;
+            if self.is_paused(q) || self.queues[q].is_empty() {
+                continue;
+            }
+            if let Some(r) = f(q, &mut self.queues[q]) {
+                self.rr = (q + 1) % n;
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    /// The head of the next queue in round robin that is not paused and not empty.
+    pub fn pop(&mut self) -> Option<T> {
+        self.serve(|_, q| q.pop_front())
+    }
+
+    /// Whether some queue is not paused and not empty.
+    pub fn has_eligible(&self) -> bool {
+        self.queues
+            .iter()
+            .enumerate()
+            .any(|(q, f)| !self.is_paused(q) && !f.is_empty())
+    }
+
+    /// Applies a signal from the switch.
+    pub fn apply(&mut self, s: &Signal) {
+        self.signals_rx += 1;
+        match *s {
+            Signal::Pause(q) => {
+                self.pauses_rx += 1;
+                if usize::from(q) < MAX_QUEUES {
+                    self.paused |= 1 << q;
+                }
+            }
+            Signal::Resume(q) => {
+                self.resumes_rx += 1;
+                if usize::from(q) < MAX_QUEUES {
+                    self.paused &= !(1 << q);
+                }
+            }
+            Signal::Bitmap { count, bits } => {
+                let m = if usize::from(count) >= MAX_QUEUES {
+                    u128::MAX
+                } else {
+                    (1u128 << count) - 1
+                };
+                self.paused = (self.paused & !m) | (bits & m);
+            }
+        }
+    }
+
+    /// Applies a received Xoff signal frame; false if it is not one.
+    pub fn on_signal(&mut self, frame: &[u8]) -> bool {
+        match parse_signal(frame) {
+            Some(s) => {
+                self.apply(&s);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(s: Signal) -> [u8; 60] {
+        let mut f = [0u8; 60];
+        SignalRepr {
+            dst_addr: [2, 0, 0, 0, 0, 1],
+            src_addr: [2, 0, 0, 0, 0, 2],
+            signal: s,
+        }
+        .emit_into(&mut f);
+        f
+    }
+
+    #[test]
+    fn without_release_flow_k_gets_queue_k_mod_n() {
+        let mut n: NicQueues<()> = NicQueues::new(3);
+        let got: Vec<u8> = (100..107).map(|k| n.queue_of(k)).collect();
+        assert_eq!(got, vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(n.queue_of(101), 1, "sticky");
+        assert_eq!((n.load(0), n.load(1), n.load(2)), (3, 2, 2));
+    }
+
+    #[test]
+    fn free_unpaused_first_then_free_then_least_loaded() {
+        let mut n: NicQueues<()> = NicQueues::new(4);
+        for k in 0..4 {
+            assert_eq!(n.queue_of(k), k as u8);
+        }
+        n.release(1);
+        n.release(2);
+        assert!(n.on_signal(&frame(Signal::Pause(1))));
+        // Free: 1 (paused) and 2; the unpaused one first.
+        assert_eq!(n.queue_of(10), 2);
+        assert_eq!(n.queue_of(11), 1);
+        // All taken: least loaded from the rotating start (past queue 1).
+        n.release(0);
+        n.queue_of(12); // free queue 0
+        n.queue_of(13); // loads 1,1,1,1 -> from next = 1
+        assert_eq!(n.assigned(13), Some(1));
+        assert_eq!(n.assigned(99), None);
+    }
+
+    #[test]
+    fn signals_and_round_robin() {
+        let mut n: NicQueues<u32> = NicQueues::new(3);
+        for (q, x) in [(0, 1), (0, 2), (1, 3), (2, 4)] {
+            n.push(q, x);
+        }
+        n.apply(&Signal::Pause(1));
+        assert_eq!((n.pop(), n.pop(), n.pop()), (Some(1), Some(4), Some(2)));
+        assert!(!n.has_eligible());
+        n.apply(&Signal::Resume(1));
+        assert_eq!(n.pop(), Some(3));
+        n.apply(&Signal::Bitmap {
+            count: 2,
+            bits: 0b10,
+        });
+        assert_eq!(n.paused, 0b10);
+        n.apply(&Signal::Pause(2));
+        n.apply(&Signal::Bitmap { count: 2, bits: 0 });
+        assert_eq!(n.paused, 0b100, "a bitmap leaves queues it does not cover");
+        assert_eq!((n.signals_rx, n.pauses_rx, n.resumes_rx), (5, 2, 1));
+        assert!(!n.on_signal(&[0u8; 60]));
+    }
+}
