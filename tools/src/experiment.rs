@@ -3,16 +3,26 @@
 //! settings. Each cell of the matrix × seed runs either on real frames (the testbed is brought
 //! up with the cell's settings, `xoff host` runs on every host that sends or receives, switch
 //! counters are sampled over the control socket, the testbed is torn down) or in virtual time
-//! (`mode = "virtual"`: the fabric with the same host stack). Results: `results.json`,
-//! per-cell `flows.csv`, a comparison table, and plots (PNG + SVG): FCT slowdown vs flow size
-//! per cell, FCT CDF, queue depth over time, PFC pause frames over time per port.
+//! (`mode = "virtual"`: the fabric with the same host stack, switch telemetry sampled by fabric
+//! probes in virtual time). Results: `results.json` (with a pause and queue timeline per
+//! cell), per-cell `flows.csv` and `timeline.csv` (every port), comparison tables (overall and
+//! FCT slowdown by flow size), and plots (PNG + SVG): FCT slowdown vs flow size per cell, FCT
+//! CDF, queue depth over time and pause signals (PFC XOFF frames, BFC pauses) over time for
+//! the busiest ports.
+//!
+//! Schemes: `none` (no flow control), `pfc` (802.1Qbb on the lossless priority), and the BFC
+//! variants `bfc`, `bfc-stochastic`, `bfc-single` (the switch's `scheme`, PFC off). The hosts
+//! of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32): `xoff host
+//! --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim] honor_bfc`,
+//! unless the topology's `[sim]` already chooses: `honor_bfc`, or the partial-deployment
+//! `inflight_cap` for hosts that do not speak BFC).
 
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::Topology;
 use dataplane::ctl::{self, Request, Response};
-use dataplane::fabric::{Fabric, FabricOptions, ProbeTarget, QueueCounter};
+use dataplane::fabric::{Fabric, FabricOptions, FcCounter, PortCounter, ProbeTarget};
 use dataplane::host::report::{
-    base_rtt_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
+    base_rtt_ps, ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
 };
 use dataplane::host::StackConfig;
 use dataplane::units::{parse_rate, parse_size, parse_time};
@@ -63,7 +73,8 @@ struct ExpFile {
     workload: WorkloadCfg,
     #[serde(default)]
     host: HostCfg,
-    /// Switch settings to vary: `scheme` (pfc, none), `headroom` (sih, dsh).
+    /// Switch settings to vary: `scheme` (pfc, none, bfc, bfc-stochastic, bfc-single),
+    /// `headroom` (sih, dsh).
     #[serde(default)]
     matrix: BTreeMap<String, Vec<String>>,
     #[serde(default)]
@@ -105,7 +116,12 @@ struct HostCfg {
     base_rtt: Option<String>,
     /// Host NIC pacing rate (default: the attached port's rate).
     rate: Option<String>,
+    /// NIC queues of the hosts in BFC cells (default 32).
+    bfc_queues: Option<usize>,
 }
+
+/// NIC queues of a BFC host (the fabric's `[sim] nic_bfc_queues` default).
+const BFC_QUEUES: usize = 32;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,9 +143,49 @@ pub struct CellResult {
     pub xdp_lost: u64,
     /// Drops the switches counted, by reason.
     pub switch_drops: BTreeMap<String, u64>,
+    /// PFC XOFF frames the switches sent (including refreshes).
     pub pfc_pause_frames: u64,
+    /// BFC PAUSE signals the switches sent (to upstream switches and BFC host NICs).
+    pub bfc_pauses: u64,
+    pub bfc_resumes: u64,
+    /// BFC flow-to-queue assignments that landed on an occupied queue.
+    pub bfc_collisions: u64,
+    /// Highest watermark of any switch queue, bytes.
+    pub max_queue_bytes: u64,
+    /// PFC frames the host stacks received, and BFC PAUSEs they honoured (BFC mode).
+    pub host_pfc_rx: u64,
+    pub host_bfc_pauses_rx: u64,
     pub hosts_incomplete: Vec<String>,
     pub dir: String,
+    /// Switch telemetry over time (all ports together, and the busiest ports).
+    pub timeline: Timeline,
+}
+
+/// Switch telemetry of a cell over time, sampled every `[sample] interval` (virtual or real).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timeline {
+    pub interval_us: f64,
+    /// Sample times, µs from the start of the run.
+    pub t_us: Vec<f64>,
+    /// Bytes in the fullest queue of any switch port.
+    pub max_queue_bytes: Vec<u64>,
+    /// Bytes queued in all switch ports.
+    pub total_queue_bytes: Vec<u64>,
+    /// Pause signals sent so far by all switch ports (PFC XOFF frames + BFC pauses).
+    pub pauses: Vec<u64>,
+    /// The busiest ports ("switch:port"): the highest queue peaks and the most pauses.
+    pub ports: BTreeMap<String, PortTimeline>,
+}
+
+/// One port's telemetry over time (aligned with [`Timeline::t_us`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PortTimeline {
+    /// Bytes queued in all the port's queues.
+    pub depth_bytes: Vec<u64>,
+    /// Bytes in the port's fullest queue.
+    pub max_queue_bytes: Vec<u64>,
+    /// Pause signals sent so far on the port (PFC XOFF frames + BFC pauses).
+    pub pauses: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -141,13 +197,102 @@ pub struct ExperimentResult {
     pub notes: Vec<String>,
 }
 
-/// Time series gathered during a cell.
+/// Time series gathered during a cell: every switch port, aligned with `t_ps`.
 #[derive(Default)]
 struct Series {
-    /// "switch:port" → (t s, depth bytes).
-    depth: BTreeMap<String, Vec<(f64, f64)>>,
-    /// "switch:port" → (t s, XOFF frames sent so far).
-    pauses: BTreeMap<String, Vec<(f64, f64)>>,
+    interval_ps: u64,
+    t_ps: Vec<u64>,
+    /// "switch:port" → samples.
+    ports: BTreeMap<String, PortTimeline>,
+}
+
+/// Ports of each kind a timeline keeps in results.json and the plots.
+const BUSIEST: usize = 4;
+
+impl Series {
+    fn push(&mut self, key: &str, depth: u64, maxq: u64, pauses: u64) {
+        let p = self.ports.entry(key.to_string()).or_default();
+        p.depth_bytes.push(depth);
+        p.max_queue_bytes.push(maxq);
+        p.pauses.push(pauses);
+    }
+
+    /// Ports with the highest queue peaks, then those with the most pauses (up to `BUSIEST`
+    /// each, ports that never queued nor paused left out).
+    fn busiest(&self) -> Vec<&String> {
+        let top = |f: &dyn Fn(&PortTimeline) -> u64| {
+            let mut v: Vec<(u64, &String)> = self
+                .ports
+                .iter()
+                .map(|(k, p)| (f(p), k))
+                .filter(|&(x, _)| x > 0)
+                .collect();
+            v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            v.into_iter()
+                .take(BUSIEST)
+                .map(|(_, k)| k)
+                .collect::<Vec<_>>()
+        };
+        let mut out = top(&|p| p.max_queue_bytes.iter().copied().max().unwrap_or(0));
+        for k in top(&|p| p.pauses.last().copied().unwrap_or(0)) {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    fn timeline(&self) -> Timeline {
+        let n = self.t_ps.len();
+        let mut t = Timeline {
+            interval_us: self.interval_ps as f64 / 1e6,
+            t_us: self.t_ps.iter().map(|&x| x as f64 / 1e6).collect(),
+            max_queue_bytes: vec![0; n],
+            total_queue_bytes: vec![0; n],
+            pauses: vec![0; n],
+            ports: BTreeMap::new(),
+        };
+        for p in self.ports.values() {
+            for i in 0..n {
+                t.max_queue_bytes[i] = t.max_queue_bytes[i].max(p.max_queue_bytes[i]);
+                t.total_queue_bytes[i] += p.depth_bytes[i];
+                t.pauses[i] += p.pauses[i];
+            }
+        }
+        for k in self.busiest() {
+            t.ports.insert(k.clone(), self.ports[k].clone());
+        }
+        t
+    }
+
+    /// CSV: `time_us` then depth, fullest queue and pauses of every port that queued or paused.
+    fn csv(&self) -> String {
+        use std::fmt::Write;
+        let live: Vec<(&String, &PortTimeline)> = self
+            .ports
+            .iter()
+            .filter(|(_, p)| {
+                p.depth_bytes.iter().any(|&x| x > 0) || p.pauses.last().is_some_and(|&x| x > 0)
+            })
+            .collect();
+        let mut s = String::from("time_us");
+        for (k, _) in &live {
+            let _ = write!(s, ",{k}:depth_bytes,{k}:max_queue_bytes,{k}:pauses");
+        }
+        s.push('\n');
+        for (i, t) in self.t_ps.iter().enumerate() {
+            let _ = write!(s, "{}", *t as f64 / 1e6);
+            for (_, p) in &live {
+                let _ = write!(
+                    s,
+                    ",{},{},{}",
+                    p.depth_bytes[i], p.max_queue_bytes[i], p.pauses[i]
+                );
+            }
+            s.push('\n');
+        }
+        s
+    }
 }
 
 pub fn run(cmd: ExperimentCmd) -> Result<i32> {
@@ -162,10 +307,15 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
     let topo_text = std::fs::read_to_string(&topo_path)
         .with_context(|| format!("{fname}: topology: reading {}", topo_path.display()))?;
     let topo0 = Topology::load(&topo_path)?;
+    // Rates and delays do not change between cells.
+    let paths = path_params(&exp, &topo0, &fname)?;
     for k in exp.matrix.keys() {
         if !["scheme", "headroom"].contains(&k.as_str()) {
             bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom)");
         }
+    }
+    if exp.seeds.is_empty() {
+        bail!("{fname}: seeds: give at least one seed");
     }
     let cells = cells(&exp.matrix);
     let total = cells.len() * exp.seeds.len();
@@ -181,22 +331,24 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
             progress(k, total, &label);
             let dir = out.join(label.replace([' ', '='], "_"));
             std::fs::create_dir_all(&dir)?;
-            let patched = patch_topology(&topo_text, params, exp.workload.prio.unwrap_or(3))
+            let patched = patch_topology(&topo_text, params, &exp)
                 .map_err(|e| anyhow!("{}: {e}", topo_path.display()))?;
             let tpath = dir.join("topology.toml");
             std::fs::write(&tpath, patched)?;
             let topo = Topology::load(&tpath)?;
-            let sched = schedule(&exp, &base, &topo, seed, &fname)?;
+            let sched = schedule(&exp, &paths, &base, &topo, seed, &fname)?;
             std::fs::write(dir.join("schedule.csv"), workload::to_csv(&sched))?;
             let (res, flows, series) = match exp.mode {
-                Mode::Virtual => run_virtual(&exp, &topo, &sched, &dir, &fname)?,
-                Mode::Real => run_real(&exp, &tpath, &topo, &sched, &dir, &fname, k)?,
+                Mode::Virtual => run_virtual(&exp, &paths, &topo, &sched, &dir, &fname)?,
+                Mode::Real => run_real(&exp, &paths, &tpath, &topo, &sched, &dir, &fname, k)?,
             };
             std::fs::write(
                 dir.join("flows.csv"),
                 dataplane::host::report::flows_csv(&flows),
             )?;
+            std::fs::write(dir.join("timeline.csv"), series.csv())?;
             let mut r = res;
+            r.timeline = series.timeline();
             r.cell = label.clone();
             r.params = params.clone();
             r.seed = seed;
@@ -214,9 +366,6 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
             Vec::new()
         }
     };
-    if exp.mode == Mode::Virtual {
-        notes.push("virtual mode: pause timelines are not sampled (final counters only)".into());
-    }
     let res = ExperimentResult {
         name: exp.name.clone(),
         mode: format!("{:?}", exp.mode).to_lowercase(),
@@ -235,7 +384,6 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
         write!(o, "{}", table(&res))?;
         writeln!(o, "results in {}", out.display())?;
     }
-    let _ = topo0;
     Ok(0)
 }
 
@@ -281,35 +429,86 @@ fn cell_label(p: &BTreeMap<String, String>, seed: u64, seeds: usize) -> String {
     }
 }
 
-/// Applies a cell's settings to every switch of the topology text.
-fn patch_topology(text: &str, p: &BTreeMap<String, String>, prio: u8) -> Result<String> {
+/// Applies a cell's settings to every switch of the topology text. BFC cells in virtual time
+/// also make the host NICs speak BFC unless `[sim]` already chooses how hosts take part.
+fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Result<String> {
+    let prio = exp.workload.prio.unwrap_or(3);
     let mut v: toml::Value = toml::from_str(text)?;
+    let scheme = p.get("scheme").map(String::as_str);
+    let bfc = match scheme {
+        None | Some("none" | "pfc") => false,
+        Some("bfc" | "bfc-stochastic" | "bfc-single") => true,
+        Some(o) => bail!("matrix.scheme: `{o}`: use none, pfc, bfc, bfc-stochastic or bfc-single"),
+    };
+    if let Some(h) = p.get("headroom") {
+        if !["sih", "dsh"].contains(&h.as_str()) {
+            bail!("matrix.headroom: `{h}`: use sih or dsh");
+        }
+    }
     let switches = v
         .get_mut("switch")
         .and_then(|s| s.as_array_mut())
         .ok_or_else(|| anyhow!("no [[switch]]"))?;
     for sw in switches.iter_mut() {
         let Some(t) = sw.as_table_mut() else { continue };
-        match p.get("scheme").map(String::as_str) {
+        match scheme {
             None => {}
             Some("none") => {
                 t.remove("pfc");
                 t.remove("watchdog");
+                t.remove("scheme");
             }
-            Some("pfc") if !t.contains_key("pfc") => {
-                let mut pfc = toml::Table::new();
-                pfc.insert("enable_mask".into(), toml::Value::Integer(1 << prio));
-                t.insert("pfc".into(), toml::Value::Table(pfc));
+            Some("pfc") => {
+                t.remove("scheme");
+                if !t.contains_key("pfc") {
+                    let mut pfc = toml::Table::new();
+                    pfc.insert("enable_mask".into(), toml::Value::Integer(1 << prio));
+                    t.insert("pfc".into(), toml::Value::Table(pfc));
+                }
             }
-            Some("pfc") => {}
-            Some(o) => bail!("matrix.scheme: `{o}`: use pfc or none (bfc is not implemented yet)"),
+            Some(s) => {
+                // BFC alone: PFC's class-wide pauses would stop every dynamically assigned
+                // queue of the class.
+                t.remove("pfc");
+                t.remove("watchdog");
+                t.insert("scheme".into(), toml::Value::String(s.into()));
+            }
         }
         if let Some(h) = p.get("headroom") {
-            if !["sih", "dsh"].contains(&h.as_str()) {
-                bail!("matrix.headroom: `{h}`: use sih or dsh");
-            }
             if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
                 b.insert("headroom_mode".into(), toml::Value::String(h.clone()));
+            }
+        }
+    }
+    if exp.mode == Mode::Virtual && scheme.is_some() {
+        let root = v
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("not a TOML table"))?;
+        let sim = root
+            .entry("sim")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let sim = sim
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("sim: not a table"))?;
+        if bfc {
+            // BFC hosts: the host stack's BFC mode (`dataplane::host::fabric::install` turns
+            // it on for NICs that honour BFC, with their queue count).
+            if !sim.contains_key("honor_bfc") && !sim.contains_key("inflight_cap") {
+                sim.insert("honor_bfc".into(), toml::Value::Boolean(true));
+            }
+            if !sim.contains_key("nic_bfc_queues") {
+                let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);
+                sim.insert("nic_bfc_queues".into(), toml::Value::Integer(q as i64));
+            }
+        } else {
+            // A NIC pushing the BFC data shim toward a switch without BFC would confuse it.
+            sim.insert("honor_bfc".into(), toml::Value::Boolean(false));
+            if let Some(nics) = sim.get_mut("nic").and_then(|n| n.as_table_mut()) {
+                for (_, n) in nics.iter_mut() {
+                    if let Some(n) = n.as_table_mut() {
+                        n.remove("honor_bfc");
+                    }
+                }
             }
         }
     }
@@ -333,6 +532,7 @@ fn time(s: &Option<String>, key: &str, f: &str, default: u64) -> Result<u64> {
 
 fn schedule(
     exp: &ExpFile,
+    paths: &Paths,
     base: &Path,
     topo: &Topology,
     seed: u64,
@@ -345,7 +545,6 @@ fn schedule(
             .map(|l| l.iter().map(|n| host_index(topo, n, key, f)).collect())
             .transpose()
     };
-    let infos = crate::host::host_infos(topo)?;
     match w.kind.as_str() {
         "incast" => {
             let rx = w
@@ -394,7 +593,7 @@ fn schedule(
                 .unwrap_or_else(|| (0..topo.hosts.len() as u32).collect());
             let rate = match &exp.host.rate {
                 Some(r) => parse_rate(r).map_err(|e| anyhow!("{f}: host.rate: {e}"))?,
-                None => infos.first().map_or(0, |h| h.nic_rate_bps),
+                None => paths.nic_rate,
             };
             Ok(LoadSpec {
                 cdf,
@@ -417,32 +616,180 @@ fn schedule(
     }
 }
 
-/// Line rate, MSS and base RTT used for ideal FCTs and default windows.
-fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<(u64, u64)> {
-    let infos = crate::host::host_infos(topo)?;
+/// Line rate and base RTTs of an experiment's topology (the same in every cell).
+struct Paths {
+    /// Line rate for ideal FCTs (the slowest host NIC, or `host.rate`).
+    rate: u64,
+    /// Base RTT for default windows (and every ideal FCT with `host.base_rtt`): the longest
+    /// host-to-host path's, so a window of one BDP fills every path.
+    rtt: u64,
+    /// Per source and destination host (see [`Graph::rtts`]).
+    rtts: Vec<Vec<Option<u64>>>,
+    /// The first host's NIC rate (load workloads: the rate `load` is a fraction of).
+    nic_rate: u64,
+}
+
+fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
+    let g = Graph::new(topo)?;
     let rate = match &exp.host.rate {
         Some(r) => parse_rate(r).map_err(|e| anyhow!("{f}: host.rate: {e}"))?,
-        None => infos
+        None => g
+            .access
             .iter()
-            .map(|h| h.nic_rate_bps)
-            .filter(|&r| r > 0)
+            .flatten()
+            .map(|&(r, _)| r)
             .min()
             .unwrap_or(1),
     };
     let mss = StackConfig::new(0, rate, 0).mss;
+    let rtts = g.rtts(mss);
     let rtt = match &exp.host.base_rtt {
         Some(s) => parse_time(s).map_err(|e| anyhow!("{f}: host.base_rtt: {e}"))?,
-        None => {
-            // Two access links (sender's and receiver's), the slowest and longest of them.
-            let l = infos
-                .iter()
-                .map(|h| (h.nic_rate_bps.max(1), h.nic_delay_ps))
-                .min_by_key(|&(r, d)| (r, u64::MAX - d))
-                .unwrap_or((rate, 0));
-            base_rtt_ps(&[l, l], mss)
-        }
+        None => match rtts.iter().flatten().flatten().max() {
+            Some(&r) => r,
+            None => {
+                // Two access links (sender's and receiver's), the slowest and longest.
+                let l = g
+                    .access
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .min_by_key(|&(r, d)| (r, u64::MAX - d))
+                    .unwrap_or((rate, 0));
+                base_rtt_ps(&[l, l], mss)
+            }
+        },
     };
-    Ok((rate, rtt))
+    Ok(Paths {
+        rate,
+        rtt,
+        rtts,
+        nic_rate: g.access.iter().flatten().next().map_or(0, |&(r, _)| r),
+    })
+}
+
+/// The links of a topology: hosts are nodes `0..hosts`, switches follow. A link runs at its
+/// switch ports' rate and delay (the slower and longer of the two between switches).
+struct Graph {
+    hosts: usize,
+    adj: Vec<Vec<(usize, (u64, u64))>>,
+    /// Per host: its link to a switch (rate bit/s, delay ps), if linked.
+    access: Vec<Option<(u64, u64)>>,
+}
+
+impl Graph {
+    fn new(topo: &Topology) -> Result<Graph> {
+        use dataplane::config::Endpoint;
+        let nh = topo.hosts.len();
+        let specs = topo
+            .switches
+            .iter()
+            .map(|s| topo.switch_spec(&s.name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hosts: BTreeMap<&str, usize> = topo
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i))
+            .collect();
+        let switches: BTreeMap<&str, usize> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let node = |e: &Endpoint| -> Option<(usize, Option<(u64, u64)>)> {
+            match e {
+                Endpoint::Host(h) => hosts.get(h.as_str()).map(|&i| (i, None)),
+                Endpoint::Port(s, p) => {
+                    let si = *switches.get(s.as_str())?;
+                    let port = specs[si].ports.iter().find(|x| &x.name == p)?;
+                    Some((nh + si, Some((port.rate_bps.max(1), port.delay_ps))))
+                }
+            }
+        };
+        let mut g = Graph {
+            hosts: nh,
+            adj: vec![Vec::new(); nh + specs.len()],
+            access: vec![None; nh],
+        };
+        for (a, b) in topo.endpoints() {
+            let (Some((x, lx)), Some((y, ly))) = (node(&a), node(&b)) else {
+                continue;
+            };
+            let l = match (lx, ly) {
+                (Some(p), Some(q)) => (p.0.min(q.0), p.1.max(q.1)),
+                (Some(p), None) | (None, Some(p)) => p,
+                (None, None) => continue,
+            };
+            for h in [x, y] {
+                if h < nh {
+                    g.access[h] = Some(l);
+                }
+            }
+            g.adj[x].push((y, l));
+            g.adj[y].push((x, l));
+        }
+        Ok(g)
+    }
+
+    /// Base RTT of the path (fewest hops) between every two hosts, `[src][dst]` (`None`: the
+    /// same host, or unreachable).
+    fn rtts(&self, mss: u32) -> Vec<Vec<Option<u64>>> {
+        let nh = self.hosts;
+        let mut out = vec![vec![None; nh]; nh];
+        for (src, row) in out.iter_mut().enumerate() {
+            // Breadth first from `src`; hosts do not forward.
+            let mut via: Vec<Option<(usize, (u64, u64))>> = vec![None; self.adj.len()];
+            let mut seen = vec![false; self.adj.len()];
+            seen[src] = true;
+            let mut q = std::collections::VecDeque::from([src]);
+            while let Some(x) = q.pop_front() {
+                if x != src && x < nh {
+                    continue;
+                }
+                for &(y, l) in &self.adj[x] {
+                    if !seen[y] {
+                        seen[y] = true;
+                        via[y] = Some((x, l));
+                        q.push_back(y);
+                    }
+                }
+            }
+            for (dst, cell) in row.iter_mut().enumerate() {
+                if dst == src || !seen[dst] {
+                    continue;
+                }
+                let mut links = Vec::new();
+                let mut y = dst;
+                while let Some((x, l)) = via[y] {
+                    links.push(l);
+                    y = x;
+                }
+                *cell = Some(base_rtt_ps(&links, mss));
+            }
+        }
+        out
+    }
+}
+
+/// Without `host.base_rtt`, each flow's ideal FCT (and slowdown) uses the base RTT of its own
+/// path rather than the longest one.
+fn per_path_ideal(exp: &ExpFile, paths: &Paths, flows: &mut [FlowResult], mss: u32) {
+    if exp.host.base_rtt.is_some() {
+        return;
+    }
+    let rate = paths.rate;
+    for f in flows {
+        let Some(&Some(r)) = paths
+            .rtts
+            .get(f.src as usize)
+            .and_then(|row| row.get(f.dst as usize))
+        else {
+            continue;
+        };
+        f.ideal_ps = ideal_fct_ps(f.size, mss, rate, r);
+        f.slowdown = f.fct_ps.map(|x| x as f64 / f.ideal_ps.max(1) as f64);
+    }
 }
 
 fn stack_cfg(exp: &ExpFile, host: u32, rate: u64, rtt: u64, f: &str) -> Result<StackConfig> {
@@ -470,20 +817,69 @@ fn empty_result() -> CellResult {
         xdp_lost: 0,
         switch_drops: BTreeMap::new(),
         pfc_pause_frames: 0,
+        bfc_pauses: 0,
+        bfc_resumes: 0,
+        bfc_collisions: 0,
+        max_queue_bytes: 0,
+        host_pfc_rx: 0,
+        host_bfc_pauses_rx: 0,
         hosts_incomplete: Vec::new(),
         dir: String::new(),
+        timeline: Timeline::default(),
     }
 }
 
-fn pfc_xoff(s: &dataplane::stats::SwitchSnapshot, port: usize) -> u64 {
-    s.pfc
-        .as_ref()
-        .and_then(|p| p["ports"][port].as_array().cloned())
-        .map_or(0, |cls| {
-            cls.iter()
-                .map(|c| c["xoff_sent"].as_u64().unwrap_or(0))
-                .sum()
-        })
+/// Flow-control counters of one switch port.
+#[derive(Debug, Clone, Copy, Default)]
+struct FcPort {
+    pfc_xoff: u64,
+    bfc_pauses: u64,
+    bfc_resumes: u64,
+    bfc_collisions: u64,
+}
+
+impl FcPort {
+    /// Pause signals sent: PFC XOFF frames and BFC pauses.
+    fn pauses(&self) -> u64 {
+        self.pfc_xoff + self.bfc_pauses
+    }
+}
+
+/// The flow-control counters of `port` in a snapshot's `pfc` statistics
+/// (`Switch::fc_stats_json`: one object, or an array of one per worker).
+fn fc_port(s: &dataplane::stats::SwitchSnapshot, port: usize) -> FcPort {
+    use serde_json::Value;
+    let mut out = FcPort::default();
+    let Some(v) = s.pfc.as_ref() else {
+        return out;
+    };
+    let per: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        o => vec![o],
+    };
+    for w in &per {
+        if let Some(cls) = w["ports"][port].as_array() {
+            out.pfc_xoff += cls
+                .iter()
+                .filter_map(|c| c["xoff_sent"].as_u64())
+                .sum::<u64>();
+        }
+    }
+    // BFC state is shared by a switch's pipes: every worker reports the same counters.
+    if let Some(b) = per
+        .iter()
+        .map(|w| &w["bfc"]["ports"][port])
+        .find(|b| b.is_object())
+    {
+        let sum = |k: &str| {
+            b[k].as_object()
+                .map_or(0, |m| m.values().filter_map(Value::as_u64).sum())
+        };
+        out.bfc_pauses = sum("pauses_sent");
+        out.bfc_resumes = sum("resumes_sent");
+        out.bfc_collisions = b["collisions"].as_u64().unwrap_or(0);
+    }
+    out
 }
 
 fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot], xdp: bool) {
@@ -495,22 +891,30 @@ fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot],
             if xdp {
                 r.xdp_lost += p.xdp.lost();
             }
-            r.pfc_pause_frames += pfc_xoff(s, i);
+            let fc = fc_port(s, i);
+            r.pfc_pause_frames += fc.pfc_xoff;
+            r.bfc_pauses += fc.bfc_pauses;
+            r.bfc_resumes += fc.bfc_resumes;
+            r.bfc_collisions += fc.bfc_collisions;
+            for q in &p.queues {
+                r.max_queue_bytes = r.max_queue_bytes.max(q.watermark_bytes);
+            }
         }
     }
 }
 
 fn run_virtual(
     exp: &ExpFile,
+    paths: &Paths,
     topo: &Topology,
     sched: &[FlowSpec],
     _dir: &Path,
     f: &str,
 ) -> Result<CellOut> {
-    let (rate, rtt) = path_params(exp, topo, f)?;
+    let (rate, rtt) = (paths.rate, paths.rtt);
     let duration = parse_time(&exp.duration).map_err(|e| anyhow!("{f}: duration: {e}"))?;
     let drain = time(&exp.drain, "drain", f, 10_000_000_000)?;
-    let interval = time(&exp.sample.interval, "sample.interval", f, 10_000_000)?;
+    let interval = time(&exp.sample.interval, "sample.interval", f, 10_000_000)?.max(1);
     let mut fab = Fabric::new(topo, &FabricOptions::default())?;
     let mut cfg_err = None;
     let stacks = dataplane::host::fabric::install(&mut fab, sched, |i| {
@@ -527,55 +931,102 @@ fn run_virtual(
     if let Some(e) = cfg_err {
         return Err(e);
     }
-    let prio = exp.workload.prio.unwrap_or(3);
+    // Telemetry of every switch port in virtual time: bytes queued (all queues, fullest
+    // queue) and pause signals sent (PFC XOFF frames, BFC pauses).
+    struct Cols {
+        key: String,
+        depth: usize,
+        maxq: usize,
+        pauses: Vec<usize>,
+    }
+    let mut targets = Vec::new();
     let mut cols = Vec::new();
-    for n in fab.nodes() {
-        for (pi, p) in n.shared().spec.ports.iter().enumerate() {
-            let q = n.shared().spec.ports[pi].prio_map[usize::from(prio & 7)]
-                .min(p.queues.saturating_sub(1));
-            cols.push((format!("{}:{}", n.name, p.name), n.shared().clone(), pi, q));
+    let base = fab.probes().names.len();
+    for (si, n) in fab.nodes().iter().enumerate() {
+        let sh = n.shared();
+        for (pi, p) in sh.spec.ports.iter().enumerate() {
+            let key = format!("{}:{}", n.name, p.name);
+            let mut add = |what: &str, t: ProbeTarget| {
+                targets.push((format!("{key}:{what}"), t));
+                base + targets.len() - 1
+            };
+            let port = |counter| ProbeTarget::Port {
+                shared: sh.clone(),
+                port: pi,
+                counter,
+            };
+            let fc = |counter| ProbeTarget::Fc {
+                switch: si,
+                port: pi,
+                counter,
+            };
+            let depth = add("depth_bytes", port(PortCounter::DepthBytes));
+            let maxq = add("max_queue_bytes", port(PortCounter::MaxQueueBytes));
+            let mut pauses = Vec::new();
+            if sh.spec.pfc.is_some() {
+                pauses.push(add("pfc_xoff_sent", fc(FcCounter::PfcXoffSent)));
+            }
+            if sh.bfc.is_some() {
+                pauses.push(add("bfc_pauses_sent", fc(FcCounter::BfcPausesSent)));
+            }
+            cols.push(Cols {
+                key,
+                depth,
+                maxq,
+                pauses,
+            });
         }
     }
     fab.set_probe_interval(interval);
-    for (name, shared, port, queue) in cols {
-        fab.add_probe(
-            name,
-            ProbeTarget::Queue {
-                shared,
-                port,
-                queue,
-                counter: QueueCounter::DepthBytes,
-            },
-        );
+    for (name, t) in targets {
+        fab.add_probe(name, t);
     }
     fab.run_until(duration + drain);
+    let mut r = empty_result();
     let mut tx: Vec<TxRecord> = Vec::new();
     let mut rx: Vec<RxRecord> = Vec::new();
     for s in &stacks {
         let s = s.borrow();
         tx.extend(s.tx_records());
         rx.extend(s.rx_records());
+        r.host_pfc_rx += s.counters.pfc_rx;
+        r.host_bfc_pauses_rx += s.counters.pauses_rx;
     }
     let mss = StackConfig::new(0, rate, 0).mss;
-    let flows = merge(&tx, &rx, mss, rate, rtt);
-    let mut r = empty_result();
-    r.summary = summarize(&flows, duration + drain);
+    let mut flows = merge(&tx, &rx, mss, rate, rtt);
+    per_path_ideal(exp, paths, &mut flows, mss);
+    // Goodput over the virtual time the run took (it stops once every flow is done).
+    r.summary = summarize(&flows, fab.now().clamp(1, duration + drain));
     r.receiver_lost = r.summary.lost;
-    let rep = fab.report();
-    switch_totals(&mut r, &rep.switches, false);
-    let mut series = Series::default();
+    // Final counters, with each switch's flow-control statistics (PFC, BFC).
+    switch_totals(&mut r, &fab.report().switches, false);
     let pr = fab.probes();
-    for name in &pr.names {
-        if let Some(v) = pr.series(name) {
-            if v.iter().any(|&(_, d)| d > 0) {
-                series.depth.insert(
-                    name.clone(),
-                    v.iter()
-                        .map(|&(t, d)| (t as f64 / 1e12, d as f64))
-                        .collect(),
-                );
+    let w = pr.names.len();
+    let mut series = Series {
+        interval_ps: interval,
+        t_ps: pr.times.clone(),
+        ports: BTreeMap::new(),
+    };
+    for c in &cols {
+        let col = |i: usize| -> Vec<u64> {
+            (0..pr.times.len())
+                .map(|row| pr.values[row * w + i])
+                .collect()
+        };
+        let mut pauses = vec![0; pr.times.len()];
+        for &i in &c.pauses {
+            for (p, v) in pauses.iter_mut().zip(col(i)) {
+                *p += v;
             }
         }
+        series.ports.insert(
+            c.key.clone(),
+            PortTimeline {
+                depth_bytes: col(c.depth),
+                max_queue_bytes: col(c.maxq),
+                pauses,
+            },
+        );
     }
     Ok((r, flows, series))
 }
@@ -589,6 +1040,7 @@ fn unix_ns() -> u128 {
 #[allow(clippy::too_many_arguments)]
 fn run_real(
     exp: &ExpFile,
+    paths: &Paths,
     tpath: &Path,
     topo: &Topology,
     sched: &[FlowSpec],
@@ -597,7 +1049,7 @@ fn run_real(
     k: usize,
 ) -> Result<CellOut> {
     use deploy::testbed::{socket_path, Testbed};
-    let (rate, rtt) = path_params(exp, topo, f)?;
+    let (rate, rtt) = (paths.rate, paths.rtt);
     let duration = parse_time(&exp.duration).map_err(|e| anyhow!("{f}: duration: {e}"))?;
     let drain = time(&exp.drain, "drain", f, 1_000_000_000_000)?;
     let interval = time(&exp.sample.interval, "sample.interval", f, 20_000_000_000)?;
@@ -637,10 +1089,27 @@ fn run_real(
         if let Some(r) = &exp.host.rto {
             c.args(["--rto", r]);
         }
+        if topo.switches.iter().any(|s| s.scheme.is_bfc()) {
+            let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);
+            c.args(["--bfc-queues", &q.to_string()]);
+        }
         children.push((hn.clone(), c.spawn().context("starting xoff host")?));
     }
-    // Sample the switches until the hosts are done.
-    let mut series = Series::default();
+    // Sample the switches until the hosts are done. Every port gets a sample each time (its
+    // last known values if its switch did not answer).
+    let mut series = Series {
+        interval_ps: interval,
+        ..Series::default()
+    };
+    let mut known: BTreeMap<String, (u64, u64, u64)> = topo
+        .switches
+        .iter()
+        .flat_map(|s| {
+            s.ports
+                .iter()
+                .map(move |p| (format!("{}:{}", s.name, p.name), (0, 0, 0)))
+        })
+        .collect();
     let t0 = Instant::now()
         + Duration::from_nanos(u64::try_from(start_at.saturating_sub(unix_ns())).unwrap_or(0));
     let deadline = t0 + Duration::from_nanos(run_ps / 1000) + Duration::from_secs(10);
@@ -660,21 +1129,16 @@ fn run_real(
         if Instant::now() >= t0 {
             for s in &snaps {
                 for (i, p) in s.ports.iter().enumerate() {
-                    let key = format!("{}:{}", s.switch, p.name);
                     let d: u64 = p.queues.iter().map(|q| q.depth_bytes).sum();
-                    series
-                        .depth
-                        .entry(key.clone())
-                        .or_default()
-                        .push((t, d as f64));
-                    if s.pfc.is_some() {
-                        series
-                            .pauses
-                            .entry(key)
-                            .or_default()
-                            .push((t, pfc_xoff(s, i) as f64));
+                    let m = p.queues.iter().map(|q| q.depth_bytes).max().unwrap_or(0);
+                    if let Some(e) = known.get_mut(&format!("{}:{}", s.switch, p.name)) {
+                        *e = (d, m, fc_port(s, i).pauses());
                     }
                 }
+            }
+            series.t_ps.push((t * 1e12) as u64);
+            for (k, &(d, m, n)) in &known {
+                series.push(k, d, m, n);
             }
         }
         if !snaps.is_empty() {
@@ -724,6 +1188,8 @@ fn run_real(
             Some(o) => {
                 tx.extend(o.tx);
                 rx.extend(o.rx);
+                r.host_pfc_rx += o.counters.pfc_rx;
+                r.host_bfc_pauses_rx += o.counters.pauses_rx;
                 r.xdp_lost += o.xdp.map_or(0, |x| x.lost());
             }
             None => r.hosts_incomplete.push(hn.clone()),
@@ -743,7 +1209,8 @@ fn run_real(
             ..TxRecord::default()
         });
     }
-    let flows = merge(&tx, &rx, mss, rate, rtt);
+    let mut flows = merge(&tx, &rx, mss, rate, rtt);
+    per_path_ideal(exp, paths, &mut flows, mss);
     r.summary = summarize(&flows, run_ps);
     r.receiver_lost = r.summary.lost;
     switch_totals(&mut r, &finals, true);
@@ -762,18 +1229,29 @@ impl Drop for Down<'_> {
 }
 
 fn table(r: &ExperimentResult) -> String {
-    let mut s = format!(
-        "\n{} ({})\n{:<28} {:>6} {:>6} {:>8} {:>8} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9}\n",
-        r.name,
-        r.mode,
+    use std::fmt::Write;
+    let w = r
+        .cells
+        .iter()
+        .map(|c| c.cell.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let mut s = format!("\n{} ({})\n", r.name, r.mode);
+    let _ = writeln!(
+        s,
+        "{:<w$} {:>6} {:>6} {:>7} {:>8} {:>7} {:>7} {:>8} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8}",
         "cell",
         "flows",
         "done",
         "rx_lost",
         "xdp_lost",
         "sw_drop",
-        "pause_frm",
         "retx",
+        "pfc_xoff",
+        "bfc_pause",
+        "bfc_coll",
+        "maxq_KB",
         "sd_avg",
         "sd_p50",
         "sd_p99",
@@ -781,21 +1259,66 @@ fn table(r: &ExperimentResult) -> String {
     );
     for c in &r.cells {
         let drops: u64 = c.switch_drops.values().sum();
-        s.push_str(&format!(
-            "{:<28} {:>6} {:>6} {:>8} {:>8} {:>8} {:>10} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>9.3}\n",
+        let _ = writeln!(
+            s,
+            "{:<w$} {:>6} {:>6} {:>7} {:>8} {:>7} {:>7} {:>8} {:>9} {:>8} {:>7.0} {:>7.2} {:>7.2} {:>7.2} {:>8.2}",
             c.cell,
             c.summary.flows,
             c.summary.completed,
             c.receiver_lost,
             c.xdp_lost,
             drops,
-            c.pfc_pause_frames,
             c.summary.retx,
+            c.pfc_pause_frames,
+            c.bfc_pauses,
+            c.bfc_collisions,
+            c.max_queue_bytes as f64 / 1e3,
             c.summary.slowdown.avg,
             c.summary.slowdown.p50,
             c.summary.slowdown.p99,
             c.summary.goodput_gbps
-        ));
+        );
+    }
+    // FCT slowdown by flow size: the size buckets any cell has flows in.
+    let mut edges: Vec<(u64, u64)> = r
+        .cells
+        .iter()
+        .flat_map(|c| c.summary.buckets.iter().map(|b| (b.lo, b.hi)))
+        .collect();
+    edges.sort_unstable();
+    edges.dedup();
+    if edges.is_empty() {
+        return s;
+    }
+    let size = |b: u64| match b {
+        b if b >= 1_000_000 => format!("{}M", b / 1_000_000),
+        b if b >= 1_000 => format!("{}K", b / 1_000),
+        b => b.to_string(),
+    };
+    let _ = writeln!(s, "\nFCT slowdown by flow size (bytes), p50 / p99 [flows]");
+    let _ = write!(s, "{:<w$}", "cell");
+    for &(lo, hi) in &edges {
+        let h = if hi == u64::MAX {
+            format!(">{}", size(lo))
+        } else {
+            format!("{}-{}", size(lo), size(hi))
+        };
+        let _ = write!(s, " {h:>20}");
+    }
+    s.push('\n');
+    for c in &r.cells {
+        let _ = write!(s, "{:<w$}", c.cell);
+        for &(lo, hi) in &edges {
+            let cell = match c.summary.buckets.iter().find(|b| b.lo == lo && b.hi == hi) {
+                Some(b) => format!(
+                    "{:.2} / {:.2} [{}]",
+                    b.slowdown.p50, b.slowdown.p99, b.slowdown.flows
+                ),
+                None => "-".into(),
+            };
+            let _ = write!(s, " {cell:>20}");
+        }
+        s.push('\n');
     }
     s
 }
@@ -1000,29 +1523,37 @@ fn plot_all(
         },
         &mut files,
     )?;
+    // Switch telemetry: the busiest ports of each cell, and the fullest queue of any port.
     let mut depth = Vec::new();
+    let mut maxq = Vec::new();
     let mut pauses = Vec::new();
     for (cell, s) in series {
-        for (k, v) in &s.depth {
-            if v.iter().any(|&(_, d)| d > 0.0) {
-                depth.push((
-                    format!("{cell} {k}"),
-                    v.iter().map(|&(t, d)| (t, d / 1e3)).collect(),
-                ));
+        let ms: Vec<f64> = s.t_ps.iter().map(|&t| t as f64 / 1e9).collect();
+        let line = |v: &[u64], scale: f64| -> Vec<(f64, f64)> {
+            ms.iter()
+                .zip(v)
+                .map(|(&t, &x)| (t, x as f64 / scale))
+                .collect()
+        };
+        let busiest = s.busiest();
+        for k in &busiest {
+            let p = &s.ports[*k];
+            if p.depth_bytes.iter().any(|&d| d > 0) {
+                depth.push((format!("{cell} {k}"), line(&p.depth_bytes, 1e3)));
+            }
+            if p.pauses.last().is_some_and(|&n| n > 0) {
+                pauses.push((format!("{cell} {k}"), line(&p.pauses, 1.0)));
             }
         }
-        for (k, v) in &s.pauses {
-            if v.iter().any(|&(_, d)| d > 0.0) {
-                pauses.push((format!("{cell} {k}"), v.clone()));
-            }
-        }
+        let t = s.timeline();
+        maxq.push((cell.clone(), line(&t.max_queue_bytes, 1e3)));
     }
     write_chart(
         out,
         "queue_depth",
         &Chart {
-            title: "Queue depth per port",
-            x: "time (s)",
+            title: "Bytes queued per port (busiest ports)",
+            x: "time (ms)",
             y: "depth (KB)",
             series: depth,
             step: true,
@@ -1031,11 +1562,23 @@ fn plot_all(
     )?;
     write_chart(
         out,
+        "queue_max",
+        &Chart {
+            title: "Fullest queue of any switch port",
+            x: "time (ms)",
+            y: "depth (KB)",
+            series: maxq,
+            step: true,
+        },
+        &mut files,
+    )?;
+    write_chart(
+        out,
         "pause_timeline",
         &Chart {
-            title: "PFC XOFF frames sent per port (cumulative)",
-            x: "time (s)",
-            y: "XOFF frames",
+            title: "Pause signals sent per port, cumulative (PFC XOFF frames, BFC pauses)",
+            x: "time (ms)",
+            y: "pause signals",
             series: pauses,
             step: true,
         },

@@ -94,9 +94,13 @@ pub struct ProbeConfig {
     pub port: Option<String>,
     pub queue: Option<usize>,
     pub flow: Option<String>,
-    /// Port counters: rx_pkts, rx_bytes, tx_pkts, tx_bytes, drops; queue counters: depth_bytes,
-    /// depth_pkts, enq_pkts, enq_bytes, deq_pkts, deq_bytes, watermark_bytes, drops,
-    /// ecn_marked; flow counters: tx_pkts, tx_bytes, rx_pkts, rx_bytes.
+    /// Port counters: rx_pkts, rx_bytes, tx_pkts, tx_bytes, drops, depth_bytes (all queues),
+    /// max_queue_bytes (fullest queue), and flow control: pfc_xoff_sent, pfc_xon_sent,
+    /// pfc_xoff_received, pfc_xon_received, bfc_pauses_sent, bfc_resumes_sent,
+    /// bfc_pauses_received, bfc_resumes_received, bfc_paused, bfc_collisions,
+    /// bfc_active_queues; queue counters: depth_bytes, depth_pkts, enq_pkts, enq_bytes,
+    /// deq_pkts, deq_bytes, watermark_bytes, drops, ecn_marked; flow counters: tx_pkts,
+    /// tx_bytes, rx_pkts, rx_bytes.
     pub counter: String,
 }
 

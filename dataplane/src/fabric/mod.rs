@@ -37,7 +37,7 @@ pub use host::{
     Source, UdpHost,
 };
 pub use mem::FabricMem;
-pub use probe::{FlowCounter, PortCounter, ProbeTarget, Probes, QueueCounter};
+pub use probe::{FcCounter, FlowCounter, PortCounter, ProbeTarget, Probes, QueueCounter};
 pub use rng::Rng;
 
 use crate::clock::{Clock, VirtualClock};
@@ -532,17 +532,23 @@ impl Fabric {
                             )
                         }
                         None => {
-                            let c = PortCounter::parse(&p.counter).ok_or_else(|| {
-                                err(key("counter"), format!("`{}`: ports have rx_pkts, rx_bytes, tx_pkts, tx_bytes, drops (set `queue` for queue counters)", p.counter))
-                            })?;
-                            (
-                                format!("{sw}:{port}:{}", p.counter),
-                                ProbeTarget::Port {
+                            let target = match (
+                                PortCounter::parse(&p.counter),
+                                FcCounter::parse(&p.counter),
+                            ) {
+                                (Some(c), _) => ProbeTarget::Port {
                                     shared,
                                     port: pi,
                                     counter: c,
                                 },
-                            )
+                                (None, Some(c)) => ProbeTarget::Fc {
+                                    switch: s as usize,
+                                    port: pi,
+                                    counter: c,
+                                },
+                                (None, None) => return Err(err(key("counter"), format!("`{}`: ports have rx_pkts, rx_bytes, tx_pkts, tx_bytes, drops, depth_bytes, max_queue_bytes, pfc_xoff_sent, pfc_xon_sent, pfc_xoff_received, pfc_xon_received, bfc_pauses_sent, bfc_resumes_sent, bfc_pauses_received, bfc_resumes_received, bfc_paused, bfc_collisions, bfc_active_queues (set `queue` for queue counters)", p.counter)).into()),
+                            };
+                            (format!("{sw}:{port}:{}", p.counter), target)
                         }
                     }
                 }
@@ -726,7 +732,7 @@ impl Fabric {
                 }
                 Ev::Timer(h, tok) => self.host_call(h as usize, |m, ctx| m.on_timer(ctx, tok)),
                 Ev::Probe => {
-                    self.probes.sample(t, &self.flows);
+                    self.probes.sample(t, &self.flows, &self.nodes);
                     if !self.heap.is_empty() || !self.dirty.is_empty() {
                         self.push(t + self.probes.interval_ps, Ev::Probe);
                     }

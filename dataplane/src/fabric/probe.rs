@@ -1,7 +1,9 @@
-//! Time-series probes: switch counters (per port or queue) and flow counters sampled at a
-//! fixed virtual interval, written as CSV for tests and plots.
+//! Time-series probes: switch counters (per port or queue), flow-control counters (PFC and
+//! BFC, per port) and flow counters sampled at a fixed virtual interval, written as CSV for
+//! tests and plots.
 
 use super::flow::FlowLog;
+use super::SwitchNode;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::switch::SwitchShared;
 use std::sync::Arc;
@@ -24,6 +26,13 @@ pub enum ProbeTarget {
         flow: usize,
         counter: FlowCounter,
     },
+    /// A flow-control counter of a port: PFC (kept by the switch's PFC engine) or BFC.
+    Fc {
+        /// Index of the switch in [`super::Fabric::nodes`].
+        switch: usize,
+        port: usize,
+        counter: FcCounter,
+    },
 }
 
 /// Port counters a probe can read.
@@ -34,6 +43,10 @@ pub enum PortCounter {
     TxPkts,
     TxBytes,
     Drops,
+    /// Bytes queued in all the port's queues.
+    DepthBytes,
+    /// Bytes queued in the port's fullest queue.
+    MaxQueueBytes,
 }
 
 /// Queue counters a probe can read.
@@ -48,6 +61,29 @@ pub enum QueueCounter {
     WatermarkBytes,
     Drops,
     EcnMarked,
+}
+
+/// Flow-control counters of a port a probe can read. PFC counters are summed over the
+/// priorities; BFC counters over the upstream (or own) queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FcCounter {
+    /// PFC frames sent asking the peer to pause (XOFF, including refreshes).
+    PfcXoffSent,
+    PfcXonSent,
+    PfcXoffReceived,
+    PfcXonReceived,
+    /// BFC PAUSE signals sent to the peer on this (ingress) port.
+    BfcPausesSent,
+    BfcResumesSent,
+    /// BFC PAUSE signals received from the peer for this port's queues.
+    BfcPausesReceived,
+    BfcResumesReceived,
+    /// Upstream queues of the peer this port currently holds paused.
+    BfcPaused,
+    /// New flow-to-queue assignments that landed on an occupied queue (egress).
+    BfcCollisions,
+    /// Active queues at the last enqueue (egress).
+    BfcActiveQueues,
 }
 
 /// Flow counters a probe can read.
@@ -67,6 +103,8 @@ impl PortCounter {
             "tx_pkts" => Self::TxPkts,
             "tx_bytes" => Self::TxBytes,
             "drops" => Self::Drops,
+            "depth_bytes" => Self::DepthBytes,
+            "max_queue_bytes" => Self::MaxQueueBytes,
             _ => return None,
         })
     }
@@ -78,6 +116,13 @@ impl PortCounter {
             Self::TxPkts => c.tx_pkts.get(),
             Self::TxBytes => c.tx_bytes.get(),
             Self::Drops => c.drops.iter().map(|d| d.get()).sum(),
+            Self::DepthBytes => c.queues.iter().map(|q| q.depth_bytes.get()).sum(),
+            Self::MaxQueueBytes => c
+                .queues
+                .iter()
+                .map(|q| q.depth_bytes.get())
+                .max()
+                .unwrap_or(0),
         }
     }
 }
@@ -110,6 +155,69 @@ impl QueueCounter {
             Self::Drops => c.drops.get(),
             Self::EcnMarked => c.ecn_marked.get(),
         }
+    }
+}
+
+impl FcCounter {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pfc_xoff_sent" => Self::PfcXoffSent,
+            "pfc_xon_sent" => Self::PfcXonSent,
+            "pfc_xoff_received" => Self::PfcXoffReceived,
+            "pfc_xon_received" => Self::PfcXonReceived,
+            "bfc_pauses_sent" => Self::BfcPausesSent,
+            "bfc_resumes_sent" => Self::BfcResumesSent,
+            "bfc_pauses_received" => Self::BfcPausesReceived,
+            "bfc_resumes_received" => Self::BfcResumesReceived,
+            "bfc_paused" => Self::BfcPaused,
+            "bfc_collisions" => Self::BfcCollisions,
+            "bfc_active_queues" => Self::BfcActiveQueues,
+            _ => return None,
+        })
+    }
+
+    /// Whether the counter is kept by the PFC engine (read through the switch's statistics).
+    pub fn is_pfc(self) -> bool {
+        matches!(
+            self,
+            Self::PfcXoffSent | Self::PfcXonSent | Self::PfcXoffReceived | Self::PfcXonReceived
+        )
+    }
+
+    /// A BFC counter of `port` (0 on a switch without BFC, or for a PFC counter).
+    pub fn read_bfc(self, shared: &SwitchShared, port: usize) -> u64 {
+        let Some(b) = shared.bfc.as_ref() else {
+            return 0;
+        };
+        let Some(p) = b.ports.get(port) else {
+            return 0;
+        };
+        let sum = |c: &[flowctl::bfc::Counter]| c.iter().map(|c| c.get()).sum::<u64>();
+        match self {
+            Self::BfcPausesSent => sum(&p.pauses_sent),
+            Self::BfcResumesSent => sum(&p.resumes_sent),
+            Self::BfcPausesReceived => sum(&p.pauses_received),
+            Self::BfcResumesReceived => sum(&p.resumes_received),
+            Self::BfcPaused => u64::from(b.pause_bitmap(port).count_ones()),
+            Self::BfcCollisions => p.collisions.get(),
+            Self::BfcActiveQueues => p.active_queues.get(),
+            _ => 0,
+        }
+    }
+
+    /// A PFC counter of `port` from a switch's flow-control statistics
+    /// (`Switch::fc_stats_json`), summed over priorities.
+    pub fn read_pfc(self, stats: Option<&serde_json::Value>, port: usize) -> u64 {
+        let key = match self {
+            Self::PfcXoffSent => "xoff_sent",
+            Self::PfcXonSent => "xon_sent",
+            Self::PfcXoffReceived => "xoff_received",
+            Self::PfcXonReceived => "xon_received",
+            _ => return 0,
+        };
+        stats
+            .and_then(|s| s["ports"][port].as_array())
+            .map_or(0, |cls| cls.iter().filter_map(|c| c[key].as_u64()).sum())
     }
 }
 
@@ -148,6 +256,8 @@ impl ProbeTarget {
                     FlowCounter::RxBytes => f.rx_bytes,
                 })
             }
+            // Needs the switch: see `Probes::sample`.
+            ProbeTarget::Fc { .. } => 0,
         }
     }
 }
@@ -172,10 +282,30 @@ impl Probes {
         self.targets.push(target);
     }
 
-    pub(crate) fn sample(&mut self, now: u64, flows: &FlowLog) {
+    pub(crate) fn sample(&mut self, now: u64, flows: &FlowLog, nodes: &[SwitchNode]) {
         self.times.push(now);
+        // PFC counters come from each switch's statistics, built at most once per sample.
+        let mut pfc: Vec<Option<Option<serde_json::Value>>> = Vec::new();
         for t in &self.targets {
-            self.values.push(t.read(flows));
+            let v = match t {
+                ProbeTarget::Fc {
+                    switch,
+                    port,
+                    counter,
+                } => match nodes.get(*switch) {
+                    Some(n) if counter.is_pfc() => {
+                        if pfc.len() <= *switch {
+                            pfc.resize(*switch + 1, None);
+                        }
+                        let st = pfc[*switch].get_or_insert_with(|| n.egress.fc_stats_json(now));
+                        counter.read_pfc(st.as_ref(), *port)
+                    }
+                    Some(n) => counter.read_bfc(&n.egress.shared, *port),
+                    None => 0,
+                },
+                t => t.read(flows),
+            };
+            self.values.push(v);
         }
     }
 
