@@ -895,6 +895,24 @@ mod tests {
             let len = wire::emit_segment(&info(1), &peer, s, &mut buf);
             assert_eq!(wire::upstream_q(&buf[..len as usize]), None);
             assert_eq!(&buf[12..14], &crate::wire::EtherType::IPV4.to_be_bytes());
+            // An ACK returns to its flow's port (the reverse of the data's 5-tuple).
+            let m = crate::parse::parse(&buf[..len as usize]).unwrap();
+            let t5 = m.five_tuple().unwrap();
+            assert_eq!(
+                (t5.sport, t5.dport),
+                (wire::PORT, wire::flow_port(s.hdr.flow))
+            );
         }
+        // Three flows between the same two hosts are three 5-tuples (ECMP, BFC's flow table).
+        let mut tuples = std::collections::BTreeSet::new();
+        for s in &sent {
+            let len = wire::emit_segment(&info(0), &peer, s, &mut buf);
+            let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
+            let m = crate::parse::parse(&buf[..n]).unwrap();
+            let t5 = m.five_tuple().unwrap();
+            assert_eq!(t5.dport, wire::PORT);
+            tuples.insert(t5.sport);
+        }
+        assert_eq!(tuples.len(), 3);
     }
 }

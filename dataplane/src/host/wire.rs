@@ -24,8 +24,14 @@ use flowctl::wire::shim::{self, ShimRepr};
 pub const HEADER_LEN: usize = DATA_HEADER_LEN + 20;
 /// Ethernet + IPv4 + UDP + host header of an untagged frame.
 pub const FRAME_OVERHEAD: u32 = 14 + 20 + 8 + HEADER_LEN as u32;
-/// UDP port the host stack sends to and from.
+/// UDP port the host stack listens on: data goes to it, ACKs come from it.
 pub const PORT: u16 = 4791;
+
+/// The UDP port of flow `flow` at its sender (data leaves from it, ACKs return to it), so
+/// each flow is its own 5-tuple to ECMP and to BFC's flow table, as connections are.
+pub fn flow_port(flow: u32) -> u16 {
+    49_152 + (flow % 16_384) as u16
+}
 
 pub const FLAG_DATA: u8 = 1;
 pub const FLAG_ACK: u8 = 2;
@@ -121,8 +127,16 @@ pub fn emit_segment(me: &HostInfo, peer: &PeerAddr, seg: &Segment, buf: &mut [u8
         dst_mac: peer.mac,
         src_ip: me.ip,
         dst_ip: peer.ip,
-        sport: PORT,
-        dport: PORT,
+        sport: if seg.hdr.is_ack() {
+            PORT
+        } else {
+            flow_port(seg.hdr.flow)
+        },
+        dport: if seg.hdr.is_ack() {
+            flow_port(seg.hdr.flow)
+        } else {
+            PORT
+        },
         prio: seg.prio,
         vlan: false,
         ecn: false,
