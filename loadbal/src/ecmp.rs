@@ -52,10 +52,12 @@ pub fn ecmp_hash(seed: u32, t: &FiveTuple) -> u32 {
 
 /// Index of the group member chosen for `t` among `n` members; `None` for an empty group.
 pub fn ecmp_pick(seed: u32, t: &FiveTuple, n: usize) -> Option<usize> {
-    if n == 0 {
-        return None;
+    match n {
+        0 => None,
+        // `hash % 1` is 0 whatever the hash: skip the CRC for single next hops.
+        1 => Some(0),
+        _ => Some(ecmp_hash(seed, t) as usize % n),
     }
-    Some(ecmp_hash(seed, t) as usize % n)
 }
 
 #[cfg(test)]
