@@ -694,10 +694,7 @@ impl Bfc {
                 held.swap_remove(i);
             }
         }
-        self.shared.decr(in_port, upq, 1).then(|| {
-            self.shared.ports[in_port].resumes_sent[usize::from(upq)].add(1);
-            (in_port, self.signal(in_port, Signal::Resume(upq)))
-        })
+        self.uncount(in_port, upq, 1)
     }
 
     /// [`Resume::BelowTh`]: after a departure from `queue` of `egress`, which now holds
@@ -722,18 +719,22 @@ impl Bfc {
         if p.held.get(queue).is_none_or(|h| h.is_empty()) || queue_bytes >= th {
             return;
         }
-        let held = std::mem::take(&mut p.held[queue]);
+        // Taken out and put back (emptied) to keep its allocation.
+        let mut held = std::mem::take(&mut p.held[queue]);
         p.epoch[queue] = p.epoch[queue].wrapping_add(1).max(1);
         for &(in_port, upq, n) in &held {
-            let in_port = usize::from(in_port);
-            if self.shared.decr(in_port, upq, n) {
-                self.shared.ports[in_port].resumes_sent[usize::from(upq)].add(1);
-                out.push((in_port, self.signal(in_port, Signal::Resume(upq))));
-            }
+            out.extend(self.uncount(usize::from(in_port), upq, n));
         }
-        let mut held = held;
         held.clear();
         self.ports[egress].held[queue] = held;
+    }
+
+    /// Takes `n` marks off ⟨in_port, upq⟩'s pause counter; the RESUME when it reached 0.
+    fn uncount(&self, in_port: usize, upq: u8, n: u32) -> Option<(usize, SignalRepr)> {
+        self.shared.decr(in_port, upq, n).then(|| {
+            self.shared.ports[in_port].resumes_sent[usize::from(upq)].add(1);
+            (in_port, self.signal(in_port, Signal::Resume(upq)))
+        })
     }
 
     /// Marks `port` as leading to a BFC device (it sent a packet carrying upstreamQ), so the

@@ -1031,12 +1031,6 @@ fn run_virtual(
     Ok((r, flows, series))
 }
 
-fn unix_ns() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
 #[allow(clippy::too_many_arguments)]
 fn run_real(
     exp: &ExpFile,
@@ -1061,7 +1055,7 @@ fn run_real(
     let mut involved: Vec<u32> = sched.iter().flat_map(|f| [f.src, f.dst]).collect();
     involved.sort_unstable();
     involved.dedup();
-    let start_at = unix_ns() + 1_500_000_000;
+    let start_at = crate::host::unix_ns() + 1_500_000_000;
     let run_ps = duration + drain;
     let mut children: Vec<(String, Child)> = Vec::new();
     for &h in &involved {
@@ -1111,7 +1105,9 @@ fn run_real(
         })
         .collect();
     let t0 = Instant::now()
-        + Duration::from_nanos(u64::try_from(start_at.saturating_sub(unix_ns())).unwrap_or(0));
+        + Duration::from_nanos(
+            u64::try_from(start_at.saturating_sub(crate::host::unix_ns())).unwrap_or(0),
+        );
     let deadline = t0 + Duration::from_nanos(run_ps / 1000) + Duration::from_secs(10);
     let mut last = Vec::new();
     loop {

@@ -115,7 +115,8 @@ pub fn host_infos(topo: &Topology) -> Result<Vec<HostInfo>> {
     Ok(v)
 }
 
-fn unix_ns() -> u128 {
+/// Wall-clock time in ns since the Unix epoch (the shared start instant of a testbed's hosts).
+pub(crate) fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
