@@ -139,7 +139,7 @@ impl FlowControl {
         port: usize,
         frame: &[u8],
         now: u64,
-        regs: &flowctl::PauseRegs,
+        afc: &flowctl::Afc,
     ) -> bool {
         let Some(pfc) = self.pfc.as_mut() else {
             return false;
@@ -149,8 +149,8 @@ impl FlowControl {
         };
         let rate = self.rates.get(port).copied().unwrap_or(0);
         match MacControlRepr::parse(&f) {
-            Ok(MacControlRepr::Pfc(r)) => pfc.on_pfc_frame(port, &r, rate, now, regs).is_ok(),
-            Ok(MacControlRepr::Pause(r)) => pfc.on_pause_frame(port, &r, rate, now, regs).is_ok(),
+            Ok(MacControlRepr::Pfc(r)) => pfc.on_pfc_frame(port, &r, rate, now, afc).is_ok(),
+            Ok(MacControlRepr::Pause(r)) => pfc.on_pause_frame(port, &r, rate, now, afc).is_ok(),
             Err(_) => false,
         }
     }
@@ -162,7 +162,7 @@ impl FlowControl {
 
     /// Runs the watchdog over `views`; events land in `wd_events` and are applied to the PFC
     /// receive side (ignoring pauses of stormed queues).
-    pub fn watchdog_tick(&mut self, now: u64, views: &[QueueView], regs: &[flowctl::PauseRegs]) {
+    pub fn watchdog_tick(&mut self, now: u64, views: &[QueueView], afc: &flowctl::Afc) {
         let Some(wd) = self.wd.as_mut() else { return };
         let period = (wd.config().detection_time_ps / 10).max(1_000_000);
         self.next_wd_tick = now + period;
@@ -177,15 +177,15 @@ impl FlowControl {
                 } => {
                     self.storms += 1;
                     tracing::warn!(port, queue, ?action, "PFC storm detected by the watchdog");
-                    if let (Some(pfc), Some(r)) = (self.pfc.as_mut(), regs.get(port)) {
-                        pfc.apply_watchdog_event(ev, r);
+                    if let Some(pfc) = self.pfc.as_mut() {
+                        pfc.apply_watchdog_event(ev, afc);
                     }
                 }
                 WdEvent::Restore { port, queue } => {
                     self.restorations += 1;
                     tracing::info!(port, queue, "PFC watchdog restored the queue");
-                    if let (Some(pfc), Some(r)) = (self.pfc.as_mut(), regs.get(port)) {
-                        pfc.apply_watchdog_event(ev, r);
+                    if let Some(pfc) = self.pfc.as_mut() {
+                        pfc.apply_watchdog_event(ev, afc);
                     }
                 }
             }
@@ -408,7 +408,7 @@ impl BfcGlue {
         shared: &flowctl::BfcShared,
         port: usize,
         frame: &[u8],
-        regs: &[flowctl::PauseRegs],
+        afc: &flowctl::Afc,
         now: u64,
     ) -> bool {
         use flowctl::wire::signal::{Frame, SignalRepr};
@@ -418,7 +418,7 @@ impl BfcGlue {
         let Ok(r) = SignalRepr::parse(&f) else {
             return false;
         };
-        flowctl::Bfc::apply_signal(shared, port, &r.signal, regs, now);
+        flowctl::Bfc::apply_signal(shared, port, &r.signal, afc, now);
         true
     }
 

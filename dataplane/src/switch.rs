@@ -18,7 +18,7 @@ use crate::parse::{self, PacketMeta, L3};
 use crate::queue::QueueSet;
 use crate::stats::{DropReason, PortCounters, SwitchSnapshot};
 use crate::wire::{EtherType, EthernetFrame};
-use flowctl::PauseRegs;
+use flowctl::Afc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -28,8 +28,8 @@ pub struct SwitchShared {
     pub spec: SwitchSpec,
     pub fib: Fib,
     pub counters: Vec<PortCounters>,
-    /// AFC pause registers, one per port (data queues).
-    pub pause: Vec<PauseRegs>,
+    /// The AFC unit: pause registers of every port's data queues, written only by commands.
+    pub afc: Afc,
     pub up: Vec<AtomicBool>,
     /// BFC pause counters and statistics (`scheme = "bfc"`), shared by the pipes.
     pub bfc: Option<Arc<flowctl::BfcShared>>,
@@ -44,11 +44,7 @@ impl SwitchShared {
                 .iter()
                 .map(|p| PortCounters::new(p.queues))
                 .collect(),
-            pause: spec
-                .ports
-                .iter()
-                .map(|p| PauseRegs::new(p.queues))
-                .collect(),
+            afc: Afc::new(spec.ports.iter().map(|p| p.queues)),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
             bfc: spec
                 .bfc
@@ -242,12 +238,9 @@ impl Switch {
         };
         if meta.ethertype == EtherType::MAC_CONTROL {
             // Link-local: never forwarded. PFC/PAUSE act on this port's egress queues.
-            let ok = self.fc.on_mac_control(
-                ip,
-                &mem.data(frame)[..len as usize],
-                now,
-                &self.shared.pause[ip],
-            );
+            let ok =
+                self.fc
+                    .on_mac_control(ip, &mem.data(frame)[..len as usize], now, &self.shared.afc);
             if ok {
                 mem.free(frame);
                 return;
@@ -258,7 +251,7 @@ impl Switch {
             // Link-local: BFC signals act on this port's egress queues.
             if let Some(sh) = self.shared.bfc.as_ref() {
                 let d = &mem.data(frame)[..len as usize];
-                if crate::fc::BfcGlue::on_signal(sh, ip, d, &self.shared.pause, now) {
+                if crate::fc::BfcGlue::on_signal(sh, ip, d, &self.shared.afc, now) {
                     mem.free(frame);
                     if self.track && self.owns(ip) {
                         // A resumed queue may be eligible now.
@@ -349,7 +342,7 @@ impl Switch {
         }
         if let Some(b) = self.bfc.as_mut() {
             // BFC replaces the priority map for data traffic (§3.3.1).
-            let paused = self.shared.pause[p].paused_mask(now);
+            let paused = self.shared.afc.port(p).paused_mask(now);
             let a = b.bfc.assign(p, pkt.fid, eg.qs.nonempty(), paused, now);
             pkt.queue = a.queue;
             pkt.bfc_slot = a.slot;
@@ -385,7 +378,7 @@ impl Switch {
                 pkt.tag = tag;
                 if let Some(b) = self.bfc.as_mut() {
                     let (bytes, ne) = (eg.qs.data[q].bytes(), eg.qs.nonempty());
-                    b.on_enqueue(&mut pkt, p, q, bytes, ne, &self.shared.pause[p], now);
+                    b.on_enqueue(&mut pkt, p, q, bytes, ne, &self.shared.afc.port(p), now);
                 }
                 if mark && pkt.l3_type != 0 {
                     let meta_off = usize::from(pkt.l3_off);
@@ -466,7 +459,7 @@ impl Switch {
                     views.push(flowctl::QueueView {
                         port: p,
                         queue: q,
-                        paused: self.shared.pause[p].is_paused(q, now),
+                        paused: self.shared.afc.port(p).is_paused(q, now),
                         has_packets: !fifo.is_empty(),
                         last_pause_frame_ps: self
                             .fc
@@ -476,7 +469,7 @@ impl Switch {
                     });
                 }
             }
-            self.fc.watchdog_tick(now, &views, &self.shared.pause);
+            self.fc.watchdog_tick(now, &views, &self.shared.afc);
             for v in views {
                 if self.fc.drops(v.port, v.queue) && v.has_packets {
                     self.flush_queue(mem, v.port, v.queue, now, DropReason::PfcWatchdog);
@@ -515,7 +508,7 @@ impl Switch {
             let req = BufReq::leaving(&pkt, port, q);
             self.buffer.release(&req, pkt.tag, now);
             if let Some(b) = self.bfc.as_mut() {
-                b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.pause[port], now);
+                b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.afc.port(port), now);
             }
             qc.drops.add(1);
             self.shared.counters[port].drop(why);
@@ -601,7 +594,7 @@ impl Switch {
         let Some(eg) = self.egress[p].as_mut() else {
             return;
         };
-        let pause = &self.shared.pause[p];
+        let pause = &self.shared.afc.port(p);
         while eg.link.can_start(now) {
             let Some((pkt, q)) = eg.qs.dequeue(pause, now) else {
                 break;
@@ -641,7 +634,7 @@ impl Switch {
     pub fn next_wakeup(&self, port: u16, now: u64) -> Option<u64> {
         let p = usize::from(port);
         let eg = self.egress[p].as_ref()?;
-        let pause = &self.shared.pause[p];
+        let pause = &self.shared.afc.port(p);
         let mut t = eg.link.next_release();
         let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
         if eg.qs.has_eligible(pause, now) {
@@ -675,7 +668,7 @@ impl Switch {
                 let req = BufReq::leaving(&pkt, port, q);
                 self.buffer.release(&req, pkt.tag, now);
                 if let Some(b) = self.bfc.as_mut() {
-                    b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.pause[port], now);
+                    b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.afc.port(port), now);
                 }
                 flushed.push(pkt);
             }

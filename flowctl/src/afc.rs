@@ -274,6 +274,99 @@ pub fn apply(cmd: AfcCmd, regs: &[PauseRegs], now_ps: u64, pause_ps: u64) -> Res
     Ok(())
 }
 
+/// The AFC unit of a switch: the pause registers of every port and the count of commands
+/// applied to them. Everything that pauses or resumes a queue (schemes, received PFC, `xoff
+/// ctl`, external controllers through the command ring) goes through here, so the counters
+/// account for every pause/resume and nothing writes a register behind the unit's back.
+#[derive(Debug)]
+pub struct Afc {
+    regs: Box<[PauseRegs]>,
+    applied: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Afc {
+    /// Registers for ports with the given number of data queues each.
+    pub fn new(queues: impl IntoIterator<Item = usize>) -> Afc {
+        Afc {
+            regs: queues.into_iter().map(PauseRegs::new).collect(),
+            applied: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Pause registers of every port (read side: schedulers, schemes' views).
+    #[inline]
+    pub fn regs(&self) -> &[PauseRegs] {
+        &self.regs
+    }
+
+    /// Pause registers of one port.
+    #[inline]
+    pub fn port(&self, port: usize) -> &PauseRegs {
+        &self.regs[port]
+    }
+
+    /// Applies one command word whose credit counts `credit_ps` picoseconds (see [`apply`]).
+    /// A command for a missing port or queue is refused and counted.
+    pub fn apply(&self, cmd: AfcCmd, now_ps: u64, credit_ps: u64) -> Result<(), AfcError> {
+        let r = apply(cmd, &self.regs, now_ps, credit_ps);
+        self.count(r.is_ok());
+        r
+    }
+
+    /// Pauses `queue` of `port` until the absolute time `until` ([`FOREVER`]: until resumed).
+    /// PFC pause times are 16-bit quanta, one bit more than the word's 15-bit credit, so a
+    /// received PFC frame pauses with its exact deadline here rather than through a word; it
+    /// counts as a command like any other.
+    pub fn pause_until(&self, port: usize, queue: usize, until: u64) -> Result<(), AfcError> {
+        let r = self.check(port, queue).map(|r| r.pause(queue, until));
+        self.count(r.is_ok());
+        r
+    }
+
+    /// Resumes `queue` of `port` (the command word with `qfc` = 0).
+    pub fn resume(&self, port: usize, queue: usize) -> Result<(), AfcError> {
+        let r = self.check(port, queue).map(|r| r.resume(queue));
+        self.count(r.is_ok());
+        r
+    }
+
+    /// Commands applied so far.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+
+    /// Commands refused (unknown port or queue, or a full ring) so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts a command refused before it reached the unit (e.g. a full ring).
+    pub fn count_refused(&self) {
+        self.count(false);
+    }
+
+    fn check(&self, port: usize, queue: usize) -> Result<&PauseRegs, AfcError> {
+        let r = self
+            .regs
+            .get(port)
+            .ok_or(AfcError::NoSuchPort(port.min(usize::from(u16::MAX)) as u16))?;
+        if queue >= r.queues() {
+            return Err(AfcError::NoSuchQueue {
+                port: port as u16,
+                qid: queue.min(255) as u8,
+            });
+        }
+        Ok(r)
+    }
+
+    fn count(&self, ok: bool) {
+        let c = if ok { &self.applied } else { &self.refused };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Bounded lock-free multi-producer, multi-consumer ring of AFC words (crossbeam
 /// `ArrayQueue<u32>`): workers and the control plane push, the owner of the registers drains.
 #[derive(Debug)]
@@ -341,6 +434,24 @@ impl AfcRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn afc_unit_counts_every_command() {
+        let afc = Afc::new([8, 4]);
+        afc.pause_until(1, 3, 500).unwrap();
+        assert!(afc.port(1).is_paused(3, 499));
+        assert!(!afc.port(1).is_paused(3, 500));
+        afc.apply(AfcCmd::pause(0, 7, 0).unwrap(), 0, 1).unwrap();
+        assert!(afc.port(0).is_paused(7, u64::MAX - 1));
+        afc.resume(0, 7).unwrap();
+        assert_eq!(afc.port(0).paused_mask(1), 0);
+        assert_eq!(afc.applied(), 3);
+        // Unknown queue, unknown port: refused, nothing changes.
+        assert!(afc.resume(1, 4).is_err());
+        assert!(afc.apply(AfcCmd::pause(2, 0, 0).unwrap(), 0, 1).is_err());
+        afc.count_refused();
+        assert_eq!((afc.applied(), afc.refused()), (3, 3));
+    }
 
     #[test]
     fn timed_pause_lapses_and_resume_clears() {

@@ -32,7 +32,7 @@
 //! Pure logic: the caller passes queue views and time (ps) and turns the returned
 //! [`SignalRepr`]s into frames; received signals become AFC commands ([`Bfc::apply_signal`]).
 
-use crate::afc::{self, AfcCmd, PauseRegs};
+use crate::afc::{Afc, AfcCmd};
 use crate::wire::signal::{Signal, SignalRepr, DST_SIGNAL};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -821,13 +821,15 @@ impl Bfc {
         shared: &BfcShared,
         port: usize,
         signal: &Signal,
-        regs: &[PauseRegs],
+        afc: &Afc,
         now: u64,
     ) -> usize {
         let Some(st) = shared.ports.get(port) else {
             return 0;
         };
-        let Some(r) = regs.get(port) else { return 0 };
+        let Some(r) = afc.regs().get(port) else {
+            return 0;
+        };
         let nq = r.queues();
         let mut n = 0;
         let mut cmd = |pause: bool, q: usize| {
@@ -837,7 +839,7 @@ impl Bfc {
                 AfcCmd::resume(port as u16, q as u8)
             };
             if let Ok(c) = c {
-                if afc::apply(c, regs, now, 1).is_ok() {
+                if afc.apply(c, now, 1).is_ok() {
                     n += 1;
                 }
             }
@@ -1186,10 +1188,11 @@ mod tests {
     #[test]
     fn received_signals_drive_pause_registers() {
         let sh = BfcShared::new(2);
-        let regs: Vec<PauseRegs> = (0..2).map(|_| PauseRegs::new(8)).collect();
-        assert_eq!(Bfc::apply_signal(&sh, 1, &Signal::Pause(4), &regs, 0), 1);
+        let afc = Afc::new([8, 8]);
+        let regs = afc.regs();
+        assert_eq!(Bfc::apply_signal(&sh, 1, &Signal::Pause(4), &afc, 0), 1);
         assert!(regs[1].is_paused(4, u64::MAX - 1));
-        Bfc::apply_signal(&sh, 1, &Signal::Resume(4), &regs, 5);
+        Bfc::apply_signal(&sh, 1, &Signal::Resume(4), &afc, 5);
         assert!(!regs[1].is_paused(4, 6));
         Bfc::apply_signal(
             &sh,
@@ -1198,11 +1201,11 @@ mod tests {
                 count: 128,
                 bits: 0b1010,
             },
-            &regs,
+            &afc,
             7,
         );
         assert_eq!(regs[1].paused_mask(8), 0b1010);
-        Bfc::apply_signal(&sh, 1, &Signal::Bitmap { count: 8, bits: 0 }, &regs, 9);
+        Bfc::apply_signal(&sh, 1, &Signal::Bitmap { count: 8, bits: 0 }, &afc, 9);
         assert_eq!(regs[1].paused_mask(10), 0);
         assert_eq!(sh.ports[1].pauses_received[4].get(), 1);
         assert_eq!(sh.ports[1].resumes_received[4].get(), 1);

@@ -1,6 +1,6 @@
 //! IEEE 802.1Qbb Priority-based Flow Control: the sender state machine (MMU XOFF/XON →
 //! PFC frames, with periodic refresh) and the receive side (PFC/PAUSE frames → per-queue
-//! [`PauseRegs`]).
+//! [`PauseRegs`] through the [`Afc`] unit).
 //!
 //! # Sender
 //!
@@ -28,7 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::afc::PauseRegs;
+use crate::afc::Afc;
 use crate::watchdog::WdEvent;
 use crate::wire::pfc::{quanta_to_ps, PauseRepr, PfcRepr, CLASSES};
 
@@ -378,14 +378,14 @@ impl Pfc {
             .min()
     }
 
-    /// Apply a PFC frame received on `port` at `now` to the port's pause registers `regs`.
+    /// Apply a PFC frame received on `port` at `now` to the port's queues through the AFC unit.
     pub fn on_pfc_frame(
         &mut self,
         port: usize,
         repr: &PfcRepr,
         rate_bps: u64,
         now: u64,
-        regs: &PauseRegs,
+        afc: &Afc,
     ) -> Result<(), PfcError> {
         let enabled = repr.class_enable & self.cfg.enable_mask;
         let p = self.ports.get_mut(port).ok_or(PfcError::NoSuchPort(port))?;
@@ -397,12 +397,16 @@ impl Pfc {
             let t = repr.quanta[c];
             if t > 0 {
                 let until = now.saturating_add(quanta_to_ps(t, rate_bps));
-                for_each_bit(queues, |q| regs.pause(q, until));
+                for_each_bit(queues, |q| {
+                    let _ = afc.pause_until(port, q, until);
+                });
                 p.counters[c].xoff_received += 1;
                 p.last_xoff_rx[c] = Some(now);
                 p.rx_span[c].cover(now, until);
             } else {
-                for_each_bit(queues, |q| regs.resume(q));
+                for_each_bit(queues, |q| {
+                    let _ = afc.resume(port, q);
+                });
                 p.counters[c].xon_received += 1;
                 p.rx_span[c].end(now);
             }
@@ -418,9 +422,10 @@ impl Pfc {
         repr: &PauseRepr,
         rate_bps: u64,
         now: u64,
-        regs: &PauseRegs,
+        afc: &Afc,
     ) -> Result<(), PfcError> {
         let p = self.ports.get_mut(port).ok_or(PfcError::NoSuchPort(port))?;
+        let regs = afc.regs().get(port).ok_or(PfcError::NoSuchPort(port))?;
         p.pause_frames_received += 1;
         let all = if regs.queues() >= 128 {
             u128::MAX
@@ -430,9 +435,13 @@ impl Pfc {
         let queues = all & !p.ignore;
         if repr.quanta > 0 {
             let until = now.saturating_add(quanta_to_ps(repr.quanta, rate_bps));
-            for_each_bit(queues, |q| regs.pause(q, until));
+            for_each_bit(queues, |q| {
+                let _ = afc.pause_until(port, q, until);
+            });
         } else {
-            for_each_bit(queues, |q| regs.resume(q));
+            for_each_bit(queues, |q| {
+                let _ = afc.resume(port, q);
+            });
         }
         Ok(())
     }
@@ -440,7 +449,7 @@ impl Pfc {
     /// Let a PFC watchdog event take effect: on a storm with action `Drop` or `Forward` the
     /// queue is resumed and further pauses for it are ignored; on restore pauses are honored
     /// again (from the next received frame on).
-    pub fn apply_watchdog_event(&mut self, ev: &WdEvent, regs: &PauseRegs) {
+    pub fn apply_watchdog_event(&mut self, ev: &WdEvent, afc: &Afc) {
         match *ev {
             WdEvent::Storm {
                 port,
@@ -450,7 +459,7 @@ impl Pfc {
                 if action.ignores_pause() && queue < crate::afc::MAX_QUEUES {
                     if let Some(p) = self.ports.get_mut(port) {
                         p.ignore |= 1 << queue;
-                        regs.resume(queue);
+                        let _ = afc.resume(port, queue);
                     }
                 }
             }
@@ -594,7 +603,8 @@ mod tests {
         // Receiver side of a link driven by the sender's refreshes never sees a gap.
         let mut tx_side = Pfc::new(PfcConfig::default(), &ports(1)).unwrap();
         let mut rx_side = Pfc::new(PfcConfig::default(), &ports(1)).unwrap();
-        let regs = PauseRegs::new(8);
+        let afc = Afc::new([8]);
+        let regs = afc.port(0);
         tx_side
             .on_event(
                 PfcEvent::Xoff {
@@ -608,7 +618,7 @@ mod tests {
         let end = 10 * PAUSE_100G;
         while now < end {
             for f in poll(&mut tx_side, now) {
-                rx_side.on_pfc_frame(0, &f.repr, G100, now, &regs).unwrap();
+                rx_side.on_pfc_frame(0, &f.repr, G100, now, &afc).unwrap();
             }
             assert!(regs.is_paused(4, now), "gap at {now}");
             now = tx_side.next_deadline().unwrap().max(now + 1);
@@ -713,13 +723,14 @@ mod tests {
         let mut cfg = PfcConfig::default(); // 3 and 4 enabled
         cfg.prio_to_queues[3] = vec![3, 6];
         let mut pfc = Pfc::new(cfg, &ports(1)).unwrap();
-        let regs = PauseRegs::new(8);
+        let afc = Afc::new([8]);
+        let regs = afc.port(0);
         let f = PfcRepr {
             src_addr: [0; 6],
             class_enable: 0b0001_1001, // 0 is not enabled locally: ignored
             quanta: [100, 0, 0, 0xFFFF, 0, 0, 0, 0],
         };
-        pfc.on_pfc_frame(0, &f, G100, 1_000, &regs).unwrap();
+        pfc.on_pfc_frame(0, &f, G100, 1_000, &afc).unwrap();
         assert_eq!(regs.paused_mask(1_000), (1 << 3) | (1 << 6));
         assert_eq!(regs.next_expiry(1_000), Some(1_000 + PAUSE_100G));
         assert!(!regs.is_paused(3, 1_000 + PAUSE_100G));
@@ -735,11 +746,11 @@ mod tests {
             class_enable: 1 << 3,
             ..PfcRepr::default()
         };
-        pfc.on_pfc_frame(0, &xon, G100, 5_000, &regs).unwrap();
+        pfc.on_pfc_frame(0, &xon, G100, 5_000, &afc).unwrap();
         assert_eq!(regs.paused_mask(5_000), 0);
         assert_eq!(pfc.counters(0, 3, 9_999_999).unwrap().rx_pause_ps, 4_000);
         assert_eq!(
-            pfc.on_pfc_frame(3, &xon, G100, 0, &regs),
+            pfc.on_pfc_frame(3, &xon, G100, 0, &afc),
             Err(PfcError::NoSuchPort(3))
         );
 
@@ -752,7 +763,7 @@ mod tests {
             },
             G100,
             0,
-            &regs,
+            &afc,
         )
         .unwrap();
         assert_eq!(regs.paused_mask(0), 0xFF);
@@ -763,26 +774,27 @@ mod tests {
     #[test]
     fn watchdog_takeover_ignores_pauses() {
         let mut pfc = Pfc::new(PfcConfig::default(), &ports(1)).unwrap();
-        let regs = PauseRegs::new(8);
+        let afc = Afc::new([8]);
+        let regs = afc.port(0);
         let f = PfcRepr {
             src_addr: [0; 6],
             class_enable: 1 << 3,
             quanta: [0, 0, 0, 0xFFFF, 0, 0, 0, 0],
         };
-        pfc.on_pfc_frame(0, &f, G100, 0, &regs).unwrap();
+        pfc.on_pfc_frame(0, &f, G100, 0, &afc).unwrap();
         assert!(regs.is_paused(3, 1));
         let storm = WdEvent::Storm {
             port: 0,
             queue: 3,
             action: WdAction::Drop,
         };
-        pfc.apply_watchdog_event(&storm, &regs);
+        pfc.apply_watchdog_event(&storm, &afc);
         assert!(!regs.is_paused(3, 1));
-        pfc.on_pfc_frame(0, &f, G100, 2, &regs).unwrap();
+        pfc.on_pfc_frame(0, &f, G100, 2, &afc).unwrap();
         assert!(!regs.is_paused(3, 3));
         assert_eq!(pfc.ignore_mask(0), 1 << 3);
-        pfc.apply_watchdog_event(&WdEvent::Restore { port: 0, queue: 3 }, &regs);
-        pfc.on_pfc_frame(0, &f, G100, 4, &regs).unwrap();
+        pfc.apply_watchdog_event(&WdEvent::Restore { port: 0, queue: 3 }, &afc);
+        pfc.on_pfc_frame(0, &f, G100, 4, &afc).unwrap();
         assert!(regs.is_paused(3, 5));
         // Alert does not take over.
         let alert = WdEvent::Storm {
@@ -790,7 +802,7 @@ mod tests {
             queue: 3,
             action: WdAction::Alert,
         };
-        pfc.apply_watchdog_event(&alert, &regs);
+        pfc.apply_watchdog_event(&alert, &afc);
         assert!(regs.is_paused(3, 5));
     }
 }

@@ -96,19 +96,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let shared = running.shared.clone();
     ctl::serve(&sock, move |req| match req {
         Request::Stats => Response::Stats(Box::new(r2.snapshot())),
-        Request::Pause { port, queue } | Request::Resume { port, queue }
-            if port >= shared.ports() || queue >= shared.pause[port].queues() =>
-        {
-            Response::Error(format!("no queue {queue} on port {port}"))
-        }
         Request::Pause { port, queue } => {
-            shared.pause[port].pause(queue, flowctl::afc::FOREVER);
-            Response::Ok
+            match shared.afc.pause_until(port, queue, flowctl::afc::FOREVER) {
+                Ok(()) => Response::Ok,
+                Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
+            }
         }
-        Request::Resume { port, queue } => {
-            shared.pause[port].resume(queue);
-            Response::Ok
-        }
+        Request::Resume { port, queue } => match shared.afc.resume(port, queue) {
+            Ok(()) => Response::Ok,
+            Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
+        },
     })?;
     tracing::info!(switch = %name, socket = %sock.display(), workers = opts.workers, "running");
     while !stop.load(Ordering::Relaxed) {
