@@ -13,7 +13,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dataplane::config::Topology;
-use dataplane::frame::{FrameId, FrameMem, HeapMem};
+use dataplane::frame::{FrameMem, HeapMem};
+use dataplane::switch::Outputs;
 use dataplane::wire::{EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
 use dataplane::Switch;
 use flowctl::bfc::{Bfc, BfcConfig, BfcPort, BfcShared};
@@ -236,8 +237,7 @@ fn full_path(c: &mut Criterion) {
         let frames: Vec<Vec<u8>> = (0..64).map(|i| frame(h1, router, 1000 + i, 64)).collect();
         let mut sw = Switch::single(spec, 0).expect("switch");
         let mut mem = HeapMem::new(1024, 1792);
-        let mut ho = Vec::new();
-        let mut tx: Vec<(FrameId, u32)> = Vec::new();
+        let mut out = Outputs::new();
         let (mut now, mut i) = (0u64, 0usize);
         let name = if bfc {
             "full_path_bfc"
@@ -248,12 +248,12 @@ fn full_path(c: &mut Criterion) {
             b.iter(|| {
                 let f = mem.alloc_with(&frames[i & 63]).expect("frame");
                 i += 1;
-                sw.receive(&mut mem, 0, f, 64, now, &mut ho);
+                sw.receive(&mut mem, 0, f, 64, now, &mut out);
                 now += 6_720;
                 for p in [2u16, 3] {
-                    sw.service(&mut mem, p, now, &mut tx);
+                    sw.service(&mut mem, p, now, &mut out);
                 }
-                for (f, _) in tx.drain(..) {
+                for (f, _) in out.tx.drain(..) {
                     mem.free(f);
                 }
             })

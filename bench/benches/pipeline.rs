@@ -7,8 +7,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dataplane::config::Topology;
-use dataplane::frame::{FrameId, FrameMem, HeapMem};
+use dataplane::fib::Forward;
+use dataplane::frame::{FrameMem, HeapMem};
 use dataplane::parse;
+use dataplane::switch::Outputs;
 use dataplane::wire::{EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
 use dataplane::Switch;
 use std::hint::black_box;
@@ -93,28 +95,33 @@ fn bench(c: &mut Criterion) {
     g.bench_function("fib_l2", |b| {
         b.iter(|| black_box(sw.shared.fib.forward(0, black_box(&meta_b))))
     });
+    let seed = spec.seed;
     g.bench_function("fib_lpm_ecmp", |b| {
-        b.iter(|| black_box(sw.shared.fib.forward(0, black_box(&meta_r))))
+        b.iter(|| match sw.shared.fib.forward(0, black_box(&meta_r)) {
+            Forward::Route { group, tuple } => {
+                black_box(loadbal::ecmp_pick(seed, tuple, group.len()).map(|i| group[i]))
+            }
+            _ => None,
+        })
     });
 
     // Full pipeline: receive (parse, classify, forward, admit, enqueue) + service (schedule,
     // shape, delay line, release) for one 64-byte frame at a time, routed over ECMP.
     let mut sw = Switch::single(spec, 0).expect("switch");
     let mut mem = HeapMem::new(1024, 1792);
-    let mut ho = Vec::new();
-    let mut tx: Vec<(FrameId, u32)> = Vec::new();
+    let mut out = Outputs::new();
     let mut now = 0u64;
     let mut i = 0usize;
     g.bench_function("full_path", |b| {
         b.iter(|| {
             let f = mem.alloc_with(&routed[i & 63]).expect("frame");
             i += 1;
-            sw.receive(&mut mem, 0, f, 64, now, &mut ho);
+            sw.receive(&mut mem, 0, f, 64, now, &mut out);
             now += 6_720; // one 64 B frame time at 100 Gbit/s
             for p in [2u16, 3] {
-                sw.service(&mut mem, p, now, &mut tx);
+                sw.service(&mut mem, p, now, &mut out);
             }
-            for (f, _) in tx.drain(..) {
+            for (f, _) in out.tx.drain(..) {
                 mem.free(f);
             }
         })

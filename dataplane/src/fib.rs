@@ -1,5 +1,6 @@
 //! Forwarding: an L2 table (static entries + learning) and IPv4 longest-prefix routes whose
-//! next hops form ECMP groups chosen by `loadbal`'s seeded CRC32.
+//! next hops form equal-cost groups; the switch's `loadbal::PathPolicy` picks one at dispatch
+//! time (seeded CRC32 ECMP by default).
 //!
 //! The L2 table is an open-addressed array of atomic words so that every worker reads it and
 //! learns into it without locks: an entry packs `valid | port (15 bits) | MAC (48 bits)` in one
@@ -102,11 +103,15 @@ pub struct NextHop {
 
 /// The forwarding decision for one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Forward {
+pub enum Forward<'a> {
     /// Bridge to a port unchanged.
     Bridge(u16),
-    /// Route to a next hop: rewrite MACs, decrement TTL.
-    Route(NextHop),
+    /// Route to one of an equal-cost group of next hops (the switch's path policy picks at
+    /// dispatch time): rewrite MACs, decrement TTL.
+    Route {
+        group: &'a [NextHop],
+        tuple: &'a loadbal::FiveTuple,
+    },
     /// Flood to every flooding port but the ingress one.
     Flood,
     Drop(DropReason),
@@ -192,7 +197,6 @@ pub struct Fib {
     pub routes: RouteTable,
     /// MACs of the switch's own ports: frames sent to them are routed.
     router_macs: Vec<MacAddr>,
-    seed: u32,
     learning: bool,
 }
 
@@ -220,14 +224,13 @@ impl Fib {
             l2,
             routes,
             router_macs: spec.ports.iter().map(|p| p.mac).collect(),
-            seed: spec.seed,
             learning: spec.learning,
         }
     }
 
     /// Decides where a frame that arrived on `in_port` goes.
     #[inline]
-    pub fn forward(&self, in_port: u16, m: &PacketMeta) -> Forward {
+    pub fn forward<'a>(&'a self, in_port: u16, m: &'a PacketMeta) -> Forward<'a> {
         if self.learning {
             self.l2.learn(m.src, in_port);
         }
@@ -244,7 +247,7 @@ impl Fib {
         }
     }
 
-    fn route(&self, m: &PacketMeta) -> Forward {
+    fn route<'a>(&'a self, m: &'a PacketMeta) -> Forward<'a> {
         let (L3::Ip { tuple, ttl, .. }, EtherType::IPV4) = (&m.l3, m.ethertype) else {
             return Forward::Drop(DropReason::NoRoute);
         };
@@ -255,11 +258,8 @@ impl Fib {
             return Forward::Drop(DropReason::TtlExpired);
         }
         match self.routes.lookup(dst) {
-            Some(g) => match loadbal::ecmp_pick(self.seed, tuple, g.len()) {
-                Some(i) => Forward::Route(g[i]),
-                None => Forward::Drop(DropReason::NoRoute),
-            },
-            None => Forward::Drop(DropReason::NoRoute),
+            Some(group) if !group.is_empty() => Forward::Route { group, tuple },
+            _ => Forward::Drop(DropReason::NoRoute),
         }
     }
 }

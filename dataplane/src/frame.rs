@@ -106,15 +106,8 @@ pub struct Pkt {
     pub l3_off: u8,
     /// ECN-capable transport.
     pub ect: bool,
-    /// BFC: hash of the flow identifier (0 when BFC is off).
-    pub fid: u32,
-    /// BFC: flow-table slot (`flowctl::bfc::NO_SLOT` if none).
-    pub bfc_slot: u32,
-    /// BFC: the queue the packet left from at the upstream device (`upstreamQ` from the
-    /// data shim; `flowctl::bfc::NO_UPQ` if it carried none).
-    pub upq: u8,
-    /// BFC: the mark from `Bfc::on_enqueue` (0: it incremented no pause counter).
-    pub bfc_mark: u16,
+    /// What the switch's flow-control scheme keeps with the packet (opaque here).
+    pub scheme: crate::scheme::PktMeta,
 }
 
 impl Pkt {
@@ -131,10 +124,7 @@ impl Pkt {
             l3_type: 0,
             l3_off: 0,
             ect: false,
-            fid: 0,
-            bfc_slot: flowctl::bfc::NO_SLOT,
-            upq: flowctl::bfc::NO_UPQ,
-            bfc_mark: 0,
+            scheme: crate::scheme::PktMeta::default(),
         }
     }
 }

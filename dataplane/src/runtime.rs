@@ -13,7 +13,7 @@ use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
 use crate::port::PortIo;
 use crate::stats::DropReason;
-use crate::switch::{Handoff, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
+use crate::switch::{Handoff, Outputs, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -96,7 +96,7 @@ pub struct Running {
     /// MMU statistics each worker last published.
     pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     /// Flow-control statistics each worker last published.
-    pub fc_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    pub fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     /// Headroom table of worker 0's MMU, for printing at start.
     pub headroom: Option<Vec<mmu::HeadroomRow>>,
     pub started: Instant,
@@ -131,7 +131,10 @@ impl Running {
         let mut snap = self
             .shared
             .snapshot(self.started.elapsed().as_secs_f64(), merge(&self.mmu_stats));
-        snap.pfc = merge(&self.fc_stats);
+        snap.pfc =
+            self.fc_stats.lock().ok().and_then(|g| {
+                crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())
+            });
         snap
     }
 }
@@ -171,7 +174,7 @@ struct Worker {
     batch: usize,
     stop: Arc<AtomicBool>,
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
-    fc_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
 }
 
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
@@ -257,8 +260,7 @@ impl Worker {
         let clock = MonoClock;
         let mut rx = Vec::with_capacity(self.batch);
         let mut comp = Vec::with_capacity(xsk::RING as usize);
-        let mut handoff = Vec::new();
-        let mut fc = Vec::new();
+        let mut out = Outputs::new();
         // Start of the current run of idle rounds (0: busy).
         let mut idle_since = 0u64;
         let mut last_house = Instant::now();
@@ -278,32 +280,20 @@ impl Worker {
                 rx.clear();
                 work += port.rx_burst(&mut rx, self.batch);
                 for &(f, len) in &rx {
-                    self.sw
-                        .receive(&mut self.mem, *pid, f, len, now, &mut handoff);
+                    self.sw.receive(&mut self.mem, *pid, f, len, now, &mut out);
                 }
                 let _ = i;
             }
-            for h in handoff.drain(..) {
-                let dst = usize::from(self.owner[usize::from(h.port)]);
-                if let Err(h) = self.boxes[dst].ring.push(h) {
-                    self.sw.shared.counters[usize::from(h.port)].drop(DropReason::QueueFull);
-                    crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
-                } else {
-                    self.boxes[dst].kick();
-                }
-            }
+            self.hand_off(&mut out);
             while let Some(h) = self.boxes[self.id].ring.pop() {
-                if h.ctrl {
-                    self.sw.send_control(h.port, h.pkt.frame, h.pkt.len, now);
-                } else {
-                    self.sw.enqueue(&mut self.mem, h.port, h.pkt, now);
-                }
+                self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
                 work += 1;
             }
             let mut dead = Vec::new();
             for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
                 let pend = &mut self.pending[i];
-                self.sw.service(&mut self.mem, *pid, now, pend);
+                self.sw.service(&mut self.mem, *pid, now, &mut out);
+                pend.append(&mut out.tx);
                 if !pend.is_empty() {
                     let k = port.tx_burst(pend);
                     let c = &self.sw.shared.counters[usize::from(*pid)];
@@ -331,17 +321,9 @@ impl Worker {
             }
             // Flow-control timers (PFC refresh, watchdog) and control frames for other pipes.
             if self.sw.next_timer().is_some_and(|t| t <= now) {
-                self.sw.on_timer(&mut self.mem, now);
+                self.sw.on_timer(&mut self.mem, now, &mut out);
             }
-            self.sw.take_ctrl_handoffs(&mut fc);
-            for h in fc.drain(..) {
-                let dst = usize::from(self.owner[usize::from(h.port)]);
-                if let Err(h) = self.boxes[dst].ring.push(h) {
-                    crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
-                } else {
-                    self.boxes[dst].kick();
-                }
-            }
+            self.hand_off(&mut out);
             // Keep free chunks flowing between workers.
             if self.mem.free_count() > free_hi {
                 for f in self.mem.take_free(self.mem.free_count() - free_hi / 2) {
@@ -378,6 +360,23 @@ impl Worker {
         }
     }
 
+    /// Passes packets and control frames for other pipes' ports to their mailboxes. A full
+    /// mailbox drops a data packet (counted on its port) or a control frame (the scheme
+    /// refreshes it).
+    fn hand_off(&mut self, out: &mut Outputs) {
+        for h in out.handoff.drain(..) {
+            let dst = usize::from(self.owner[usize::from(h.port)]);
+            if let Err(h) = self.boxes[dst].ring.push(h) {
+                if !h.ctrl {
+                    self.sw.shared.counters[usize::from(h.port)].drop(DropReason::QueueFull);
+                }
+                crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
+            } else {
+                self.boxes[dst].kick();
+            }
+        }
+    }
+
     fn housekeeping(&mut self) {
         for (pid, port) in &mut self.ports {
             if let Some(s) = port.ring_stats() {
@@ -395,7 +394,7 @@ impl Worker {
             g[self.id] = self.sw.buffer().stats_json();
         }
         if let Ok(mut g) = self.fc_stats.lock() {
-            g[self.id] = self.sw.fc_stats_json(now);
+            g[self.id] = self.sw.scheme_stats(now);
         }
     }
 

@@ -278,10 +278,11 @@ pub struct SwitchSnapshot {
     /// MMU statistics, when an MMU is configured (JSON as the `mmu` crate reports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mmu: Option<serde_json::Value>,
-    /// Flow-control counters when configured: PFC per port and priority, watchdog events,
-    /// and BFC (`bfc`: pauses/resumes per queue, collisions, active queues).
+    /// Flow-control counters of the schemes when configured (one object per pipe, or one
+    /// object for a single pipe): PFC per port and priority, watchdog events, and BFC (`bfc`:
+    /// pauses/resumes per queue, collisions, active queues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pfc: Option<serde_json::Value>,
+    pub pfc: Option<crate::scheme::StatsSet>,
 }
 
 impl SwitchSnapshot {

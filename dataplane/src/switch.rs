@@ -2,27 +2,28 @@
 //! emulation, run on AF_XDP ports by `xoff run` and on in-memory ports by the virtual-time
 //! fabric.
 //!
-//! Per packet (run to completion): parse → classify (PCP/DSCP → priority → queue) → forward
-//! (FIB, ECMP) → rewrite if routed → buffer admission → enqueue. Per egress port: scheduler
-//! (control queue, strict, DRR; paused queues skipped) → shaper → delay line → transmit.
-//! A `Switch` is one pipeline ("pipe") owning the egress side of a subset of the ports; with
-//! one worker it owns them all. Frames bound for a port another pipe owns are handed off.
+//! [`Switch::receive`] and [`Switch::service`] are the two entry points; each is the list of
+//! its stages, which live in `crate::pipeline` (one file per part). Flow-control schemes plug
+//! in through `crate::scheme`; path choice among equal-cost next hops through
+//! `loadbal::PathPolicy`. A `Switch` is one pipeline ("pipe") owning the egress side of a
+//! subset of the ports; with one worker it owns them all. Frames bound for a port another pipe
+//! owns are handed off through the [`Outputs`] sink.
 
-use crate::buffer::{BufReq, Buffer};
-use crate::config::{PrioSource, SwitchSpec};
-use crate::fc::FlowControl;
-use crate::fib::{Fib, Forward};
+use crate::buffer::Buffer;
+use crate::config::SwitchSpec;
+use crate::fib::Fib;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::link::Link;
-use crate::parse::{self, PacketMeta, L3};
+use crate::pipeline::ingress::Route;
+pub use crate::pipeline::{Handoff, Outputs};
 use crate::queue::QueueSet;
-use crate::stats::{DropReason, PortCounters, SwitchSnapshot};
-use crate::wire::{EtherType, EthernetFrame};
+use crate::scheme::{ControlFrame, SchemeStats, Schemes};
+use crate::stats::{PortCounters, SwitchSnapshot};
 use flowctl::Afc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// State shared by all pipes of a switch: configuration, FIB, counters, pause registers.
+/// State shared by all pipes of a switch: configuration, FIB, counters, the AFC unit.
 #[derive(Debug)]
 pub struct SwitchShared {
     pub spec: SwitchSpec,
@@ -31,8 +32,8 @@ pub struct SwitchShared {
     /// The AFC unit: pause registers of every port's data queues, written only by commands.
     pub afc: Afc,
     pub up: Vec<AtomicBool>,
-    /// BFC pause counters and statistics (`scheme = "bfc"`), shared by the pipes.
-    pub bfc: Option<Arc<flowctl::BfcShared>>,
+    /// State the schemes share between pipes (e.g. BFC's pause counters).
+    pub schemes: crate::scheme::Shared,
 }
 
 impl SwitchShared {
@@ -46,10 +47,7 @@ impl SwitchShared {
                 .collect(),
             afc: Afc::new(spec.ports.iter().map(|p| p.queues)),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
-            bfc: spec
-                .bfc
-                .as_ref()
-                .map(|_| Arc::new(flowctl::BfcShared::new(spec.ports.len()))),
+            schemes: crate::scheme::Shared::new(&spec),
             spec,
         })
     }
@@ -79,50 +77,35 @@ impl SwitchShared {
     }
 }
 
-/// A packet bound for a port owned by another pipe.
-#[derive(Debug, Clone, Copy)]
-pub struct Handoff {
-    pub port: u16,
-    pub pkt: Pkt,
-    /// A control frame (PFC) for the port's control queue rather than a data packet.
-    pub ctrl: bool,
-}
-
 /// Errors building a pipeline from a switch's configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
     #[error("buffer: {0}")]
     Mmu(#[from] mmu::MmuError),
-    #[error("pfc: {0}")]
-    Pfc(#[from] flowctl::PfcError),
-    #[error("bfc: {0}")]
-    Bfc(#[from] flowctl::BfcError),
+    #[error(transparent)]
+    Scheme(#[from] crate::scheme::SchemeError),
 }
 
-struct Egress {
-    qs: QueueSet,
-    link: Link,
+/// The egress side of one port: its queue set and its emulated wire.
+pub(crate) struct Egress {
+    pub(crate) qs: QueueSet,
+    pub(crate) link: Link,
 }
 
 /// One pipeline of a switch.
 pub struct Switch {
     pub shared: Arc<SwitchShared>,
     /// Which pipe owns each port's egress.
-    owner: Vec<u16>,
-    me: u16,
-    egress: Vec<Option<Egress>>,
-    buffer: Buffer,
-    fc_events: Vec<mmu::FcEvent>,
-    fc: FlowControl,
-    pfc_buf: Vec<(usize, flowctl::wire::pfc::PfcRepr)>,
-    /// Control frames generated for ports another pipe owns.
-    ctrl_out: Vec<Handoff>,
-    /// With `track_touched`: ports that got packets or control frames since the last
-    /// `take_touched` (an event-driven caller services just those).
-    touched: Vec<u16>,
-    track: bool,
-    /// BFC (`scheme = "bfc"`), if configured.
-    bfc: Option<Box<crate::fc::BfcGlue>>,
+    pub(crate) owner: Vec<u16>,
+    pub(crate) me: u16,
+    pub(crate) egress: Vec<Option<Egress>>,
+    pub(crate) buffer: Buffer,
+    pub(crate) schemes: Schemes,
+    pub(crate) policy: loadbal::PathPolicy,
+    /// Flow-control events the MMU raised (all schemes; for statistics).
+    pub(crate) mmu_events: u64,
+    pub(crate) fc_events: Vec<mmu::FcEvent>,
+    pub(crate) ctl_frames: Vec<(usize, ControlFrame)>,
 }
 
 /// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
@@ -154,20 +137,17 @@ impl Switch {
             })
             .collect();
         let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
-        let fc = FlowControl::new(spec)?;
-        let bfc = crate::fc::BfcGlue::new(spec, shared.bfc.as_ref(), me == 0)?.map(Box::new);
+        let schemes = Schemes::new(spec, &shared.schemes, me == 0)?;
         Ok(Switch {
-            bfc,
+            policy: loadbal::PathPolicy::ecmp(spec.seed),
+            schemes,
             owner,
             me,
             egress,
             buffer,
+            mmu_events: 0,
             fc_events: Vec::new(),
-            fc,
-            pfc_buf: Vec::new(),
-            ctrl_out: Vec::new(),
-            touched: Vec::new(),
-            track: false,
+            ctl_frames: Vec::new(),
             shared,
         })
     }
@@ -186,25 +166,13 @@ impl Switch {
         &self.buffer
     }
 
-    fn classify(&self, in_port: usize, m: &PacketMeta) -> u8 {
-        let dscp = match m.l3 {
-            L3::Ip { dscp, .. } => Some(dscp >> 3),
-            L3::None => None,
-        };
-        match self.shared.spec.ports[in_port].prio_source {
-            PrioSource::Pcp => m.pcp.unwrap_or(0),
-            PrioSource::Dscp => dscp.unwrap_or(0),
-            PrioSource::Auto => m.pcp.or(dscp).unwrap_or(0),
-        }
+    /// The flow-control schemes of this pipe.
+    pub fn schemes(&self) -> &Schemes {
+        &self.schemes
     }
 
-    fn drop_at(&self, port: usize, mem: &mut impl FrameMem, f: FrameId, r: DropReason) {
-        self.shared.counters[port].drop(r);
-        mem.free(f);
-    }
-
-    /// Processes a frame received on `in_port`. Packets for ports this pipe does not own are
-    /// appended to `handoff`; everything else is enqueued or dropped (and counted) here.
+    /// Processes a frame received on `in_port`: enqueued, handed off (`out.handoff`), consumed
+    /// as control, or dropped and counted.
     pub fn receive<M: FrameMem>(
         &mut self,
         mem: &mut M,
@@ -212,439 +180,88 @@ impl Switch {
         frame: FrameId,
         len: u32,
         now: u64,
-        handoff: &mut Vec<Handoff>,
+        out: &mut Outputs,
     ) {
-        let ip = usize::from(in_port);
-        let c = &self.shared.counters[ip];
-        c.rx_pkts.add(1);
-        c.rx_bytes.add(u64::from(len));
-        if len as usize > mem.room() {
-            return self.drop_at(ip, mem, frame, DropReason::Oversize);
-        }
-        let (upq, len) = match self.bfc.as_mut() {
-            Some(b) => {
-                let (upq, len) = crate::fc::BfcGlue::ingress_shim(mem, frame, len);
-                if upq != flowctl::bfc::NO_UPQ {
-                    // The peer speaks BFC (e.g. a BFC NIC): it gets the bitmap refresh too.
-                    b.bfc.note_signal_port(ip);
-                }
-                (upq, len)
-            }
-            None => (flowctl::bfc::NO_UPQ, len),
+        let Some(mut pkt) = self.ingress(mem, in_port, frame, len, now) else {
+            return;
         };
-        let meta = match parse::parse(&mem.data(frame)[..len as usize]) {
-            Ok(m) => m,
-            Err(r) => return self.drop_at(ip, mem, frame, r),
+        let Some(meta) = self.parse(mem, &pkt) else {
+            return;
         };
-        if meta.ethertype == EtherType::MAC_CONTROL {
-            // Link-local: never forwarded. PFC/PAUSE act on this port's egress queues.
-            let ok =
-                self.fc
-                    .on_mac_control(ip, &mem.data(frame)[..len as usize], now, &self.shared.afc);
-            if ok {
-                mem.free(frame);
-                return;
-            }
-            return self.drop_at(ip, mem, frame, DropReason::MacControl);
+        if self.control_in(mem, &pkt, &meta, now, out) {
+            return;
         }
-        if meta.ethertype == EtherType::XOFF_SIGNAL {
-            // Link-local: BFC signals act on this port's egress queues.
-            if let Some(sh) = self.shared.bfc.as_ref() {
-                let d = &mem.data(frame)[..len as usize];
-                if crate::fc::BfcGlue::on_signal(sh, ip, d, &self.shared.afc, now) {
-                    mem.free(frame);
-                    if self.track && self.owns(ip) {
-                        // A resumed queue may be eligible now.
-                        self.touched.push(in_port);
-                    }
-                    return;
-                }
-            }
-            return self.drop_at(ip, mem, frame, DropReason::MacControl);
-        }
-        let prio = self.classify(ip, &meta);
-        let mut pkt = Pkt::new(frame, len, in_port, now);
-        pkt.prio = prio;
-        pkt.ect = meta.ecn_capable();
-        if self.bfc.is_some() {
-            pkt.upq = upq;
-            pkt.fid = crate::fc::BfcGlue::fid(&meta);
-        }
-        if matches!(meta.l3, L3::Ip { .. }) {
-            pkt.l3_type = meta.ethertype;
-            pkt.l3_off = meta.l3_off as u8;
-        }
-        let fwd = self.shared.fib.forward(in_port, &meta);
-        match fwd {
-            Forward::Drop(r) => self.drop_at(ip, mem, frame, r),
-            Forward::Bridge(p) => self.dispatch(mem, p, pkt, now, handoff),
-            Forward::Route(nh) => {
-                let out_mac = self.shared.spec.ports[usize::from(nh.port)].mac;
-                mem.with_mut(frame, |d| {
-                    let data = &mut d[..len as usize];
-                    let mut eth = EthernetFrame::new_unchecked(&mut *data);
-                    eth.set_dst_addr(nh.mac);
-                    eth.set_src_addr(out_mac);
-                    parse::decrement_ttl(data, &meta);
-                });
-                self.dispatch(mem, nh.port, pkt, now, handoff)
-            }
-            Forward::Flood => {
-                let targets: Vec<u16> = (0..self.shared.ports())
-                    .filter(|&p| p != ip && self.shared.spec.ports[p].flood && self.shared.is_up(p))
-                    .map(|p| p as u16)
-                    .collect();
-                let Some((&last, rest)) = targets.split_last() else {
-                    return self.drop_at(ip, mem, frame, DropReason::NoRoute);
-                };
-                for &p in rest {
-                    let Some(copy) = mem.alloc() else {
-                        self.shared.counters[ip].drop(DropReason::NoFrame);
-                        continue;
-                    };
-                    mem.copy_frame(frame, copy, len as usize);
-                    self.dispatch(mem, p, Pkt { frame: copy, ..pkt }, now, handoff);
-                }
-                self.dispatch(mem, last, pkt, now, handoff)
-            }
+        self.classify(&mut pkt, &meta);
+        match self.forward(mem, &mut pkt, &meta, now) {
+            Route::Drop(r) => self.drop_at(usize::from(in_port), mem, frame, r),
+            Route::Port(p) => self.dispatch(mem, p, pkt, now, out),
+            Route::Flood => self.flood(mem, pkt, now, out),
         }
     }
 
-    fn dispatch<M: FrameMem>(
+    /// Admits `pkt` to a data queue of `port` (owned by this pipe) or drops it.
+    pub fn enqueue<M: FrameMem>(
         &mut self,
         mem: &mut M,
         port: u16,
         mut pkt: Pkt,
         now: u64,
-        handoff: &mut Vec<Handoff>,
+        out: &mut Outputs,
     ) {
         let p = usize::from(port);
-        pkt.queue = self.shared.spec.ports[p].prio_map[usize::from(pkt.prio & 7)] as u8;
-        if self.owns(p) {
-            self.enqueue(mem, port, pkt, now);
-        } else {
-            handoff.push(Handoff {
-                port,
-                pkt,
-                ctrl: false,
-            });
+        if let Err(r) = self.egress_ready(p) {
+            return self.drop_at(p, mem, pkt.frame, r);
         }
+        self.select_queue(p, &mut pkt, now);
+        if let Some(r) = self.schemes.veto(p, usize::from(pkt.queue)) {
+            return self.drop_queued(mem, p, &pkt, r, now);
+        }
+        match self.admit(p, &mut pkt, now) {
+            Ok(ce) => self.enqueue_admitted(mem, port, pkt, ce, now, out),
+            Err(r) => self.drop_queued(mem, p, &pkt, r, now),
+        }
+        self.control_out(mem, now, out);
     }
 
-    /// Admits `pkt` to a data queue of `port` (owned by this pipe) or drops it.
-    pub fn enqueue<M: FrameMem>(&mut self, mem: &mut M, port: u16, mut pkt: Pkt, now: u64) {
-        let p = usize::from(port);
-        let Some(eg) = self.egress[p].as_mut() else {
-            return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
-        };
-        if !self.shared.is_up(p) {
-            return self.drop_at(p, mem, pkt.frame, DropReason::PortDown);
-        }
-        if let Some(b) = self.bfc.as_mut() {
-            // BFC replaces the priority map for data traffic (§3.3.1).
-            let paused = self.shared.afc.port(p).paused_mask(now);
-            let a = b.bfc.assign(p, pkt.fid, eg.qs.nonempty(), paused, now);
-            pkt.queue = a.queue;
-            pkt.bfc_slot = a.slot;
-        }
-        let q = usize::from(pkt.queue);
-        if self.fc.drops(p, q) {
-            if let Some(b) = self.bfc.as_mut() {
-                b.bfc.unassign(pkt.bfc_slot, now);
-            }
-            self.shared.counters[p].queues[q].drops.add(1);
-            return self.drop_at(p, mem, pkt.frame, DropReason::PfcWatchdog);
-        }
-        let qc = &self.shared.counters[p].queues[q];
-        let req = BufReq {
-            in_port: usize::from(pkt.in_port),
-            prio: usize::from(pkt.prio),
-            out_port: p,
-            queue: q,
-            bytes: pkt.len,
-            ecn_capable: pkt.ect,
-            queue_bytes: eg.qs.data[q].bytes(),
-        };
-        match self.buffer.admit(&req, now) {
-            Err(r) => {
-                if let Some(b) = self.bfc.as_mut() {
-                    b.bfc.unassign(pkt.bfc_slot, now);
-                }
-                qc.drops.add(1);
-                self.shared.counters[p].drop(r);
-                mem.free(pkt.frame);
-            }
-            Ok((tag, mark)) => {
-                pkt.tag = tag;
-                if let Some(b) = self.bfc.as_mut() {
-                    let (bytes, ne) = (eg.qs.data[q].bytes(), eg.qs.nonempty());
-                    b.on_enqueue(&mut pkt, p, q, bytes, ne, &self.shared.afc.port(p), now);
-                }
-                if mark && pkt.l3_type != 0 {
-                    let meta_off = usize::from(pkt.l3_off);
-                    let (l3_type, n) = (pkt.l3_type, pkt.len as usize);
-                    mem.with_mut(pkt.frame, |d| mark_ce(&mut d[..n], l3_type, meta_off));
-                    qc.ecn_marked.add(1);
-                }
-                eg.qs.push(q, pkt);
-                if self.track {
-                    self.touched.push(port);
-                }
-                qc.enq_pkts.add(1);
-                qc.enq_bytes.add(u64::from(pkt.len));
-                let depth = eg.qs.data[q].bytes();
-                qc.depth_bytes.set(depth);
-                qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-                qc.watermark_bytes.max(depth);
-            }
-        }
-        self.pump_control(mem, now);
-    }
-
-    /// Moves MMU events into the flow-control engine and queues the frames it wants sent.
-    fn pump_control<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
-        if self.bfc.is_some() {
-            self.pump_bfc(mem, now);
-        }
-        self.buffer.poll_events(&mut self.fc_events);
-        if !self.fc_events.is_empty() {
-            self.fc.on_mmu_events(&mut self.fc_events, now);
-        }
-        self.fc.poll(now, &mut self.pfc_buf);
-        if self.pfc_buf.is_empty() {
-            return;
-        }
-        let mut frames = std::mem::take(&mut self.pfc_buf);
-        for (port, repr) in frames.drain(..) {
-            let Some(f) = mem.alloc() else {
-                self.shared.counters[port].drop(DropReason::NoFrame);
-                continue;
-            };
-            let len = mem.with_mut(f, |d| crate::fc::emit_pfc(&repr, d)) as u32;
-            self.queue_control(port as u16, f, len, now);
-        }
-        self.pfc_buf = frames;
-    }
-
-    /// Sends the BFC signals collected since the last call (and the pause-bitmap refresh
-    /// when due) as Xoff signal frames on the control queues.
-    fn pump_bfc<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
-        let Some(b) = self.bfc.as_mut() else { return };
-        b.bfc.refresh_due(now);
-        b.bfc.refresh(now, &mut b.sig);
-        if b.sig.is_empty() {
-            return;
-        }
-        let mut sig = std::mem::take(&mut b.sig);
-        for (port, repr) in sig.drain(..) {
-            let Some(f) = mem.alloc() else {
-                self.shared.counters[port].drop(DropReason::NoFrame);
-                continue;
-            };
-            let len = mem.with_mut(f, |d| repr.emit_into(d)) as u32;
-            self.queue_control(port as u16, f, len, now);
-        }
-        if let Some(b) = self.bfc.as_mut() {
-            b.sig = sig;
-        }
-    }
-
-    /// Timed work of flow control (PFC refresh, watchdog). Call at `next_timer()`.
-    pub fn on_timer<M: FrameMem>(&mut self, mem: &mut M, now: u64) {
-        if self.fc.watchdog_due(now) {
-            let mut views = Vec::new();
-            for (p, eg) in self.egress.iter().enumerate() {
-                let Some(eg) = eg else { continue };
-                for (q, fifo) in eg.qs.data.iter().enumerate() {
-                    views.push(flowctl::QueueView {
-                        port: p,
-                        queue: q,
-                        paused: self.shared.afc.port(p).is_paused(q, now),
-                        has_packets: !fifo.is_empty(),
-                        last_pause_frame_ps: self
-                            .fc
-                            .pfc
-                            .as_ref()
-                            .and_then(|x| x.last_xoff_rx_queue(p, q)),
-                    });
-                }
-            }
-            self.fc.watchdog_tick(now, &views, &self.shared.afc);
-            for v in views {
-                if self.fc.drops(v.port, v.queue) && v.has_packets {
-                    self.flush_queue(mem, v.port, v.queue, now, DropReason::PfcWatchdog);
-                }
-            }
-        }
-        self.pump_control(mem, now);
-    }
-
-    /// When `on_timer` next has work.
-    pub fn next_timer(&self) -> Option<u64> {
-        let t = self.fc.next_deadline();
-        match self.bfc.as_ref().and_then(|b| b.bfc.pending_refresh()) {
-            Some(r) => Some(t.map_or(r, |t| t.min(r))),
-            None => t,
-        }
-    }
-
-    /// Drops everything in one data queue.
-    fn flush_queue<M: FrameMem>(
+    /// Takes a packet or control frame another pipe handed to this one.
+    pub fn accept_handoff<M: FrameMem>(
         &mut self,
         mem: &mut M,
-        port: usize,
-        q: usize,
+        h: Handoff,
         now: u64,
-        why: DropReason,
+        out: &mut Outputs,
     ) {
-        let Some(eg) = self.egress[port].as_mut() else {
-            return;
-        };
-        let pkts: Vec<Pkt> = eg.qs.drain_queue(q);
-        let qc = &self.shared.counters[port].queues[q];
-        qc.depth_bytes.set(0);
-        qc.depth_pkts.set(0);
-        for pkt in pkts {
-            let req = BufReq::leaving(&pkt, port, q);
-            self.buffer.release(&req, pkt.tag, now);
-            if let Some(b) = self.bfc.as_mut() {
-                b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.afc.port(port), now);
-            }
-            qc.drops.add(1);
-            self.shared.counters[port].drop(why);
-            mem.free(pkt.frame);
+        if h.ctrl {
+            self.send_control(h.port, h.pkt.frame, h.pkt.len, now, out);
+        } else {
+            self.enqueue(mem, h.port, h.pkt, now, out);
         }
     }
 
-    /// Control frames for ports owned by other pipes (multi-worker runtime).
-    pub fn take_ctrl_handoffs(&mut self, out: &mut Vec<Handoff>) {
-        out.append(&mut self.ctrl_out);
+    /// Runs the egress of `port` up to `now`: starts frames on the wire as the scheduler and
+    /// shaper allow, and appends frames whose wire time has elapsed to `out.tx`.
+    pub fn service<M: FrameMem>(&mut self, mem: &mut M, port: u16, now: u64, out: &mut Outputs) {
+        let p = usize::from(port);
+        if self.egress[p].is_none() {
+            return;
+        }
+        while let Some((pkt, q)) = self.schedule(p, now) {
+            let wire = self.depart(mem, p, pkt, q, now);
+            self.shape(p, wire, now);
+        }
+        self.transmit(p, now, out);
+        self.control_out(mem, now, out);
     }
 
-    /// Records the ports that get packets or control frames, for `take_touched`.
-    pub fn track_touched(&mut self) {
-        self.track = true;
-    }
-
-    /// Ports that got packets or control frames queued since the last call (they need
-    /// service). Only recorded after `track_touched`.
-    pub fn take_touched(&mut self, out: &mut Vec<u16>) {
-        out.append(&mut self.touched);
-    }
-
-    /// Flow-control counters (PFC per port and priority, watchdog), if configured.
-    pub fn fc_stats_json(&self, now: u64) -> Option<serde_json::Value> {
-        let fc = self.fc.stats_json(now);
-        let Some(sh) = self.shared.bfc.as_ref() else {
-            return fc;
-        };
-        let mut v = fc.unwrap_or_else(|| serde_json::json!({}));
-        v["bfc"] = crate::fc::BfcGlue::stats_json(sh);
-        Some(v)
+    /// Flow-control counters of this pipe's schemes, if any is configured.
+    pub fn scheme_stats(&self, now: u64) -> Option<SchemeStats> {
+        self.schemes
+            .stats(&self.shared.schemes, self.mmu_events, now)
     }
 
     /// MMU events raised so far.
     pub fn mmu_events(&self) -> u64 {
-        self.fc.mmu_events
-    }
-
-    /// Queues a control frame (PFC, Xoff signal) on `port`'s strict-priority control queue.
-    pub fn send_control(&mut self, port: u16, frame: FrameId, len: u32, now: u64) -> bool {
-        match self
-            .egress
-            .get_mut(usize::from(port))
-            .and_then(Option::as_mut)
-        {
-            Some(eg) => {
-                eg.qs.ctrl.push(Pkt::new(frame, len, port, now));
-                if self.track {
-                    self.touched.push(port);
-                }
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Queues a control frame this pipe generated: on the port's control queue if this pipe
-    /// owns it, else handed to the owning pipe.
-    fn queue_control(&mut self, port: u16, frame: FrameId, len: u32, now: u64) {
-        if self.owns(usize::from(port)) {
-            self.send_control(port, frame, len, now);
-        } else {
-            let pkt = Pkt::new(frame, len, port, now);
-            self.ctrl_out.push(Handoff {
-                port,
-                pkt,
-                ctrl: true,
-            });
-        }
-    }
-
-    /// Runs the egress of `port` up to `now`: starts frames on the wire as the shaper allows
-    /// and appends frames whose wire time has elapsed to `tx` (frame, length).
-    pub fn service<M: FrameMem>(
-        &mut self,
-        mem: &mut M,
-        port: u16,
-        now: u64,
-        tx: &mut Vec<(FrameId, u32)>,
-    ) {
-        let p = usize::from(port);
-        let Some(eg) = self.egress[p].as_mut() else {
-            return;
-        };
-        let pause = &self.shared.afc.port(p);
-        while eg.link.can_start(now) {
-            let Some((pkt, q)) = eg.qs.dequeue(pause, now) else {
-                break;
-            };
-            match (self.bfc.as_mut(), q) {
-                (Some(b), Some(q)) => {
-                    let (bytes, ne) = (eg.qs.data[q].bytes(), eg.qs.nonempty());
-                    b.on_dequeue(p, q, &pkt, bytes, ne, pause, now);
-                    let mut wire = pkt;
-                    if b.shim[p] {
-                        // Toward a BFC peer: carry the queue the packet left from.
-                        wire.len = crate::fc::BfcGlue::push_shim(mem, pkt.frame, pkt.len, q);
-                    }
-                    eg.link.start(wire, now);
-                }
-                _ => {
-                    eg.link.start(pkt, now);
-                }
-            }
-            if let Some(q) = q {
-                let qc = &self.shared.counters[p].queues[q];
-                qc.deq_pkts.add(1);
-                qc.deq_bytes.add(u64::from(pkt.len));
-                qc.depth_bytes.set(eg.qs.data[q].bytes());
-                qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-                let req = BufReq::leaving(&pkt, p, q);
-                self.buffer.release(&req, pkt.tag, now);
-            }
-        }
-        while let Some(f) = eg.link.pop_due(now) {
-            tx.push((f.pkt.frame, f.pkt.len));
-        }
-        self.pump_control(mem, now);
-    }
-
-    /// The next time `port` needs `service` (None: idle until something arrives).
-    pub fn next_wakeup(&self, port: u16, now: u64) -> Option<u64> {
-        let p = usize::from(port);
-        let eg = self.egress[p].as_ref()?;
-        let pause = &self.shared.afc.port(p);
-        let mut t = eg.link.next_release();
-        let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
-        if eg.qs.has_eligible(pause, now) {
-            upd(eg.link.free_at().max(now));
-        } else if eg.qs.nonempty() != 0 {
-            if let Some(e) = pause.next_expiry(now) {
-                upd(e.max(eg.link.free_at()));
-            }
-        }
-        t
+        self.mmu_events
     }
 
     /// Bytes queued in the data queues of `port`.
@@ -653,44 +270,6 @@ impl Switch {
             .as_ref()
             .map_or(0, |e| e.qs.data[queue].bytes())
     }
-
-    /// Takes a port out of service: frees everything it holds and drops further traffic to it.
-    pub fn port_down<M: FrameMem>(&mut self, mem: &mut M, port: usize, now: u64) {
-        self.shared.up[port].store(false, Ordering::Relaxed);
-        self.shared.counters[port].down.set(1);
-        let Some(eg) = self.egress[port].as_mut() else {
-            return;
-        };
-        let mut flushed = Vec::new();
-        flushed.extend(eg.qs.ctrl.drain());
-        for (q, fifo) in eg.qs.data.iter_mut().enumerate() {
-            for pkt in fifo.drain() {
-                let req = BufReq::leaving(&pkt, port, q);
-                self.buffer.release(&req, pkt.tag, now);
-                if let Some(b) = self.bfc.as_mut() {
-                    b.on_dequeue(port, q, &pkt, 0, 0, &self.shared.afc.port(port), now);
-                }
-                flushed.push(pkt);
-            }
-        }
-        flushed.extend(eg.link.drain().map(|f| f.pkt));
-        for pkt in flushed {
-            self.shared.counters[port].drop(DropReason::PortDown);
-            mem.free(pkt.frame);
-        }
-    }
-}
-
-fn mark_ce(frame: &mut [u8], l3_type: u16, l3_off: usize) {
-    let meta = PacketMeta {
-        dst: Default::default(),
-        src: Default::default(),
-        pcp: None,
-        ethertype: l3_type,
-        l3_off: l3_off as u16,
-        l3: L3::None,
-    };
-    parse::mark_ce(frame, &meta);
 }
 
 #[cfg(test)]
@@ -698,7 +277,8 @@ mod tests {
     use super::*;
     use crate::config::Topology;
     use crate::frame::HeapMem;
-    use crate::wire::{EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
+    use crate::stats::DropReason;
+    use crate::wire::{EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
     use std::net::Ipv4Addr;
     use std::path::Path;
 
@@ -763,13 +343,13 @@ b = "s1:p3"
 
     /// Services `port` at every wakeup from time 0 up to `t`, as the fabric's event loop does.
     fn run_until(sw: &mut Switch, mem: &mut HeapMem, port: u16, t: u64) -> Vec<(FrameId, u32)> {
-        let mut tx = Vec::new();
+        let mut out = Outputs::new();
         let mut now = 0;
         loop {
-            sw.service(mem, port, now, &mut tx);
+            sw.service(mem, port, now, &mut out);
             match sw.next_wakeup(port, now) {
                 Some(w) if w <= t && w > now => now = w,
-                _ => return tx,
+                _ => return out.tx,
             }
         }
     }
@@ -779,20 +359,20 @@ b = "s1:p3"
         let (t, mut sw, mut mem) = setup();
         let (h1, h2) = (t.host_mac(&t.hosts[0]), t.host_mac(&t.hosts[1]));
         let (f, len) = frame(&mut mem, h1, h2, [10, 0, 0, 2], 1500);
-        let mut ho = Vec::new();
+        let mut ho = Outputs::new();
         sw.receive(&mut mem, 0, f, len, 0, &mut ho);
-        assert!(ho.is_empty());
+        assert!(ho.handoff.is_empty());
         // 1520 B at 100 Gbit/s = 121.6 ns, plus 1 µs propagation.
         let due = 121_600 + 1_000_000;
         assert_eq!(sw.next_wakeup(1, 0), Some(0));
-        let mut tx = Vec::new();
-        sw.service(&mut mem, 1, 0, &mut tx);
-        assert!(tx.is_empty());
+        let mut out = Outputs::new();
+        sw.service(&mut mem, 1, 0, &mut out);
+        assert!(out.tx.is_empty());
         assert_eq!(sw.next_wakeup(1, 0), Some(due));
-        sw.service(&mut mem, 1, due - 1, &mut tx);
-        assert!(tx.is_empty());
-        sw.service(&mut mem, 1, due, &mut tx);
-        assert_eq!(tx, vec![(f, len)]);
+        sw.service(&mut mem, 1, due - 1, &mut out);
+        assert!(out.tx.is_empty());
+        sw.service(&mut mem, 1, due, &mut out);
+        assert_eq!(out.tx, vec![(f, len)]);
         assert_eq!(sw.shared.counters[1].queues[0].watermark_bytes.get(), 1500);
     }
 
@@ -802,7 +382,7 @@ b = "s1:p3"
         let h1 = t.host_mac(&t.hosts[0]);
         let router = sw.shared.spec.ports[0].mac;
         let (f, len) = frame(&mut mem, h1, router, [10, 0, 9, 1], 100);
-        let mut ho = Vec::new();
+        let mut ho = Outputs::new();
         sw.receive(&mut mem, 0, f, len, 0, &mut ho);
         let tx = run_until(&mut sw, &mut mem, 2, 10_000_000);
         assert_eq!(tx.len(), 1);
@@ -834,7 +414,7 @@ b = "s1:p3"
             [10, 0, 0, 255],
             64,
         );
-        let mut ho = Vec::new();
+        let mut ho = Outputs::new();
         sw.receive(&mut mem, 0, f, len, 0, &mut ho);
         for p in [1u16, 2] {
             let tx = run_until(&mut sw, &mut mem, p, 10_000_000);

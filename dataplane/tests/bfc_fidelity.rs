@@ -22,7 +22,8 @@ fn load(name: &str) -> Topology {
 }
 
 fn bfc_json(f: &Fabric, sw: &str) -> serde_json::Value {
-    f.switch(sw).unwrap().fc_stats_json(f.now()).unwrap()["bfc"].clone()
+    let st = f.switch(sw).unwrap().scheme_stats(f.now()).unwrap();
+    serde_json::to_value(st.bfc.unwrap()).unwrap()
 }
 
 fn port_index(f: &Fabric, sw: &str, port: &str) -> usize {

@@ -100,7 +100,7 @@ fn incast_of_bfc_stack_hosts_is_paused_per_queue_and_lossless() {
     let flows = merge(&tx, &rx, mss, G100, rtt);
     assert_eq!(flows.len(), 8);
     let sw = fab.switch("s1").unwrap();
-    let bfc = sw.fc_stats_json(fab.now()).unwrap()["bfc"].clone();
+    let bfc = serde_json::to_value(sw.scheme_stats(fab.now()).unwrap().bfc.unwrap()).unwrap();
     let snap = &fab.report().switches[0];
     let peak = snap.ports[4]
         .queues

@@ -95,15 +95,8 @@ fn run(mode: HeadroomMode, burst: Option<u64>) -> Outcome {
     let xoff_of = |p: usize| -> u64 {
         st.ports[p].port_xoff + (0..8).map(|g| st.pgs[p * 8 + g].xoff).sum::<u64>()
     };
-    let pfc = sw.fc_stats_json(f.now()).unwrap();
-    let frames_of = |p: usize| -> u64 {
-        pfc["ports"][p]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["xoff_sent"].as_u64().unwrap())
-            .sum()
-    };
+    let pfc = sw.scheme_stats(f.now()).unwrap().pfc.unwrap();
+    let frames_of = |p: usize| -> u64 { pfc.total(p, dataplane::scheme::pfc::PfcCount::XoffSent) };
     let flows = &f.flows().flows;
     Outcome {
         fanin_xoff: FANIN.map(xoff_of).sum(),

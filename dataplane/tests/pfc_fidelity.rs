@@ -15,7 +15,6 @@ use dataplane::fabric::{Fabric, FabricOptions};
 use dataplane::Topology;
 use mmu::config::HeadroomMode;
 use mmu::MmuConfig;
-use serde_json::Value;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -88,13 +87,17 @@ fn pfc_counter(f: &Fabric, sw: &str, port: &str, key: &str) -> u64 {
         .iter()
         .position(|x| x.name == port)
         .unwrap();
-    let j: Value = s.fc_stats_json(f.now()).unwrap();
-    j["ports"][p]
-        .as_array()
-        .unwrap()
+    let st = s.scheme_stats(f.now()).unwrap().pfc.unwrap();
+    st.ports[p]
         .iter()
-        .find(|c| c["prio"] == PRIO)
-        .map_or(0, |c| c[key].as_u64().unwrap())
+        .find(|c| c.prio == PRIO)
+        .map_or(0, |c| match key {
+            "xoff_sent" => c.xoff_sent,
+            "xon_sent" => c.xon_sent,
+            "xoff_received" => c.xoff_received,
+            "xon_received" => c.xon_received,
+            k => panic!("no PFC counter {k}"),
+        })
 }
 
 fn host_ports(f: &Fabric, sw: &str) -> Vec<String> {

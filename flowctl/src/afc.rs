@@ -45,64 +45,51 @@ pub const MAX_QUEUES: usize = 128;
 /// Deadline value meaning "paused until explicitly resumed".
 pub const FOREVER: u64 = u64::MAX;
 
-/// Pause state of the egress queues of one port.
+/// One plane of pause state: a bitmap of paused queues plus a deadline per queue after which
+/// a timed pause lapses on its own.
 #[derive(Debug)]
-pub struct PauseRegs {
+struct Plane {
     bits: [AtomicU64; 2],
     deadline: Box<[AtomicU64]>,
 }
 
-impl PauseRegs {
-    /// Registers for a port with `queues` queues (clamped to [`MAX_QUEUES`]).
-    pub fn new(queues: usize) -> Self {
-        let n = queues.clamp(1, MAX_QUEUES);
-        PauseRegs {
+impl Plane {
+    fn new(n: usize) -> Self {
+        Plane {
             bits: [AtomicU64::new(0), AtomicU64::new(0)],
             deadline: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    /// Number of queues covered.
-    pub fn queues(&self) -> usize {
-        self.deadline.len()
-    }
-
-    /// Pause queue `q` until time `until` (picoseconds; [`FOREVER`] for an untimed pause).
-    /// Out-of-range queues are ignored.
-    pub fn pause(&self, q: usize, until: u64) {
+    fn pause(&self, q: usize, until: u64) {
         if let Some(d) = self.deadline.get(q) {
             d.store(until, Ordering::Release);
             self.bits[q / 64].fetch_or(1 << (q % 64), Ordering::AcqRel);
         }
     }
 
-    /// Resume queue `q` now.
-    pub fn resume(&self, q: usize) {
+    fn resume(&self, q: usize) {
         if q < self.deadline.len() {
             self.bits[q / 64].fetch_and(!(1 << (q % 64)), Ordering::AcqRel);
         }
     }
 
-    /// Whether queue `q` is paused at time `now`. A lapsed timed pause reads as resumed.
     #[inline]
-    pub fn is_paused(&self, q: usize, now: u64) -> bool {
-        if q >= self.deadline.len()
-            || self.bits[q / 64].load(Ordering::Acquire) & (1 << (q % 64)) == 0
-        {
-            return false;
-        }
-        now < self.deadline[q].load(Ordering::Acquire)
+    fn raw(&self) -> u128 {
+        u128::from(self.bits[0].load(Ordering::Acquire))
+            | (u128::from(self.bits[1].load(Ordering::Acquire)) << 64)
     }
 
-    /// Bitmap of queues paused at `now` (bit q set = paused).
-    pub fn paused_mask(&self, now: u64) -> u128 {
-        let raw = u128::from(self.bits[0].load(Ordering::Acquire))
-            | (u128::from(self.bits[1].load(Ordering::Acquire)) << 64);
-        if raw == 0 {
-            return 0;
-        }
+    #[inline]
+    fn is_paused(&self, q: usize, now: u64) -> bool {
+        q < self.deadline.len()
+            && self.bits[q / 64].load(Ordering::Acquire) & (1 << (q % 64)) != 0
+            && now < self.deadline[q].load(Ordering::Acquire)
+    }
+
+    fn mask(&self, now: u64) -> u128 {
         let mut m = 0u128;
-        let mut r = raw;
+        let mut r = self.raw();
         while r != 0 {
             let q = r.trailing_zeros() as usize;
             r &= r - 1;
@@ -113,15 +100,84 @@ impl PauseRegs {
         m
     }
 
-    /// The earliest deadline among queues paused at `now`, if any is timed: when the scheduler
-    /// must look again even if nothing else happens.
-    pub fn next_expiry(&self, now: u64) -> Option<u64> {
-        let m = self.paused_mask(now);
-        (0..self.queues())
+    fn next_expiry(&self, now: u64) -> Option<u64> {
+        let m = self.mask(now);
+        (0..self.deadline.len())
             .filter(|q| m & (1 << q) != 0)
             .map(|q| self.deadline[q].load(Ordering::Acquire))
             .filter(|&d| d != FOREVER)
             .min()
+    }
+}
+
+/// Pause state of the egress queues of one port, in two planes as in a switch ASIC: per-queue
+/// pauses (Tofino2's AFC: the schemes' queue pauses, external controllers, `xoff ctl`) and
+/// link-level pauses (received PFC/PAUSE frames, per priority, mapped to queues). A queue is
+/// paused while either plane pauses it, so a PFC XON never lifts a BFC pause and vice versa.
+#[derive(Debug)]
+pub struct PauseRegs {
+    queue: Plane,
+    link: Plane,
+}
+
+impl PauseRegs {
+    /// Registers for a port with `queues` queues (clamped to [`MAX_QUEUES`]).
+    pub fn new(queues: usize) -> Self {
+        let n = queues.clamp(1, MAX_QUEUES);
+        PauseRegs {
+            queue: Plane::new(n),
+            link: Plane::new(n),
+        }
+    }
+
+    /// Number of queues covered.
+    pub fn queues(&self) -> usize {
+        self.queue.deadline.len()
+    }
+
+    /// Pause queue `q` until time `until` (picoseconds; [`FOREVER`] for an untimed pause).
+    /// Out-of-range queues are ignored.
+    pub fn pause(&self, q: usize, until: u64) {
+        self.queue.pause(q, until);
+    }
+
+    /// Resume queue `q` now (its per-queue pause; a link-level pause stays).
+    pub fn resume(&self, q: usize) {
+        self.queue.resume(q);
+    }
+
+    /// Link-level (PFC) pause of queue `q` until `until`.
+    pub fn pause_link(&self, q: usize, until: u64) {
+        self.link.pause(q, until);
+    }
+
+    /// Lifts the link-level (PFC) pause of queue `q`.
+    pub fn resume_link(&self, q: usize) {
+        self.link.resume(q);
+    }
+
+    /// Whether queue `q` is paused at time `now`. A lapsed timed pause reads as resumed.
+    #[inline]
+    pub fn is_paused(&self, q: usize, now: u64) -> bool {
+        self.queue.is_paused(q, now) || self.link.is_paused(q, now)
+    }
+
+    /// Bitmap of queues paused at `now` (bit q set = paused).
+    #[inline]
+    pub fn paused_mask(&self, now: u64) -> u128 {
+        if self.queue.raw() | self.link.raw() == 0 {
+            return 0;
+        }
+        self.queue.mask(now) | self.link.mask(now)
+    }
+
+    /// The earliest deadline among timed pauses in force at `now`, if any: when the scheduler
+    /// must look again even if nothing else happens.
+    pub fn next_expiry(&self, now: u64) -> Option<u64> {
+        match (self.queue.next_expiry(now), self.link.next_expiry(now)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -315,19 +371,26 @@ impl Afc {
         r
     }
 
-    /// Pauses `queue` of `port` until the absolute time `until` ([`FOREVER`]: until resumed).
-    /// PFC pause times are 16-bit quanta, one bit more than the word's 15-bit credit, so a
-    /// received PFC frame pauses with its exact deadline here rather than through a word; it
-    /// counts as a command like any other.
-    pub fn pause_until(&self, port: usize, queue: usize, until: u64) -> Result<(), AfcError> {
-        let r = self.check(port, queue).map(|r| r.pause(queue, until));
+    /// Resumes `queue` of `port` (the command word with `qfc` = 0).
+    pub fn resume(&self, port: usize, queue: usize) -> Result<(), AfcError> {
+        let r = self.check(port, queue).map(|r| r.resume(queue));
         self.count(r.is_ok());
         r
     }
 
-    /// Resumes `queue` of `port` (the command word with `qfc` = 0).
-    pub fn resume(&self, port: usize, queue: usize) -> Result<(), AfcError> {
-        let r = self.check(port, queue).map(|r| r.resume(queue));
+    /// Link-level pause of `queue` of `port` until the absolute time `until`, for a received
+    /// PFC/PAUSE frame. PFC pause times are 16-bit quanta, one bit more than the word's 15-bit
+    /// credit, so they take effect with their exact deadline here rather than through a word;
+    /// they count as commands like any other.
+    pub fn pfc_pause(&self, port: usize, queue: usize, until: u64) -> Result<(), AfcError> {
+        let r = self.check(port, queue).map(|r| r.pause_link(queue, until));
+        self.count(r.is_ok());
+        r
+    }
+
+    /// Lifts the link-level pause of `queue` of `port` (PFC XON, or the watchdog).
+    pub fn pfc_resume(&self, port: usize, queue: usize) -> Result<(), AfcError> {
+        let r = self.check(port, queue).map(|r| r.resume_link(queue));
         self.count(r.is_ok());
         r
     }
@@ -438,7 +501,7 @@ mod tests {
     #[test]
     fn afc_unit_counts_every_command() {
         let afc = Afc::new([8, 4]);
-        afc.pause_until(1, 3, 500).unwrap();
+        afc.pfc_pause(1, 3, 500).unwrap();
         assert!(afc.port(1).is_paused(3, 499));
         assert!(!afc.port(1).is_paused(3, 500));
         afc.apply(AfcCmd::pause(0, 7, 0).unwrap(), 0, 1).unwrap();
@@ -451,6 +514,31 @@ mod tests {
         assert!(afc.apply(AfcCmd::pause(2, 0, 0).unwrap(), 0, 1).is_err());
         afc.count_refused();
         assert_eq!((afc.applied(), afc.refused()), (3, 3));
+    }
+
+    #[test]
+    fn link_and_queue_pauses_are_separate_planes() {
+        let afc = Afc::new([8]);
+        let r = afc.port(0);
+        // A scheme pauses queue 3; PFC pauses queues 0..8 of the priority, then lifts them.
+        afc.apply(AfcCmd::pause(0, 3, 0).unwrap(), 0, 1).unwrap();
+        for q in 0..8 {
+            afc.pfc_pause(0, q, 1_000).unwrap();
+        }
+        assert_eq!(r.paused_mask(10), 0xFF);
+        assert_eq!(r.next_expiry(10), Some(1_000));
+        for q in 0..8 {
+            afc.pfc_resume(0, q).unwrap();
+        }
+        // The XON lifts only the link plane: queue 3 stays paused by the scheme.
+        assert_eq!(r.paused_mask(20), 1 << 3);
+        // A timed PFC pause lapses on its own; the untimed queue pause does not.
+        afc.pfc_pause(0, 5, 100).unwrap();
+        assert_eq!(r.paused_mask(99), (1 << 3) | (1 << 5));
+        assert_eq!(r.paused_mask(100), 1 << 3);
+        afc.resume(0, 3).unwrap();
+        assert_eq!(r.paused_mask(101), 0);
+        assert_eq!(r.next_expiry(101), None);
     }
 
     #[test]

@@ -398,14 +398,14 @@ impl Pfc {
             if t > 0 {
                 let until = now.saturating_add(quanta_to_ps(t, rate_bps));
                 for_each_bit(queues, |q| {
-                    let _ = afc.pause_until(port, q, until);
+                    let _ = afc.pfc_pause(port, q, until);
                 });
                 p.counters[c].xoff_received += 1;
                 p.last_xoff_rx[c] = Some(now);
                 p.rx_span[c].cover(now, until);
             } else {
                 for_each_bit(queues, |q| {
-                    let _ = afc.resume(port, q);
+                    let _ = afc.pfc_resume(port, q);
                 });
                 p.counters[c].xon_received += 1;
                 p.rx_span[c].end(now);
@@ -436,11 +436,11 @@ impl Pfc {
         if repr.quanta > 0 {
             let until = now.saturating_add(quanta_to_ps(repr.quanta, rate_bps));
             for_each_bit(queues, |q| {
-                let _ = afc.pause_until(port, q, until);
+                let _ = afc.pfc_pause(port, q, until);
             });
         } else {
             for_each_bit(queues, |q| {
-                let _ = afc.resume(port, q);
+                let _ = afc.pfc_resume(port, q);
             });
         }
         Ok(())
@@ -459,7 +459,7 @@ impl Pfc {
                 if action.ignores_pause() && queue < crate::afc::MAX_QUEUES {
                     if let Some(p) = self.ports.get_mut(port) {
                         p.ignore |= 1 << queue;
-                        let _ = afc.resume(port, queue);
+                        let _ = afc.pfc_resume(port, queue);
                     }
                 }
             }

@@ -5,5 +5,7 @@
 //! or an offline script can recompute which path a flow takes.
 
 pub mod ecmp;
+pub mod policy;
 
 pub use ecmp::{ecmp_hash, ecmp_pick, FiveTuple};
+pub use policy::{Candidate, PathPolicy};

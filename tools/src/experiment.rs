@@ -845,41 +845,20 @@ impl FcPort {
     }
 }
 
-/// The flow-control counters of `port` in a snapshot's `pfc` statistics
-/// (`Switch::fc_stats_json`: one object, or an array of one per worker).
+/// The flow-control counters of `port` in a snapshot's scheme statistics.
 fn fc_port(s: &dataplane::stats::SwitchSnapshot, port: usize) -> FcPort {
-    use serde_json::Value;
-    let mut out = FcPort::default();
-    let Some(v) = s.pfc.as_ref() else {
-        return out;
+    use dataplane::scheme::pfc::PfcCount;
+    let Some(st) = s.pfc.as_ref() else {
+        return FcPort::default();
     };
-    let per: Vec<&Value> = match v {
-        Value::Array(a) => a.iter().collect(),
-        o => vec![o],
-    };
-    for w in &per {
-        if let Some(cls) = w["ports"][port].as_array() {
-            out.pfc_xoff += cls
-                .iter()
-                .filter_map(|c| c["xoff_sent"].as_u64())
-                .sum::<u64>();
-        }
+    // BFC state is shared by a switch's pipes: every pipe reports the same counters.
+    let bfc = st.bfc_port(port);
+    FcPort {
+        pfc_xoff: st.pfc_total(port, PfcCount::XoffSent),
+        bfc_pauses: bfc.map_or(0, |b| b.pauses()),
+        bfc_resumes: bfc.map_or(0, |b| b.resumes()),
+        bfc_collisions: bfc.map_or(0, |b| b.collisions),
     }
-    // BFC state is shared by a switch's pipes: every worker reports the same counters.
-    if let Some(b) = per
-        .iter()
-        .map(|w| &w["bfc"]["ports"][port])
-        .find(|b| b.is_object())
-    {
-        let sum = |k: &str| {
-            b[k].as_object()
-                .map_or(0, |m| m.values().filter_map(Value::as_u64).sum())
-        };
-        out.bfc_pauses = sum("pauses_sent");
-        out.bfc_resumes = sum("resumes_sent");
-        out.bfc_collisions = b["collisions"].as_u64().unwrap_or(0);
-    }
-    out
 }
 
 fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot], xdp: bool) {
@@ -966,7 +945,7 @@ fn run_virtual(
             if sh.spec.pfc.is_some() {
                 pauses.push(add("pfc_xoff_sent", fc(FcCounter::PfcXoffSent)));
             }
-            if sh.bfc.is_some() {
+            if sh.schemes.bfc.is_some() {
                 pauses.push(add("bfc_pauses_sent", fc(FcCounter::BfcPausesSent)));
             }
             cols.push(Cols {

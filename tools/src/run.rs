@@ -97,9 +97,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
     ctl::serve(&sock, move |req| match req {
         Request::Stats => Response::Stats(Box::new(r2.snapshot())),
         Request::Pause { port, queue } => {
-            match shared.afc.pause_until(port, queue, flowctl::afc::FOREVER) {
-                Ok(()) => Response::Ok,
-                Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
+            // An untimed pause as the AFC word (credit 0) that a P4 program would write.
+            let cmd = u16::try_from(port)
+                .ok()
+                .zip(u8::try_from(queue).ok())
+                .and_then(|(p, q)| flowctl::AfcCmd::pause(p, q, 0).ok());
+            match cmd.map(|c| shared.afc.apply(c, 0, 1)) {
+                Some(Ok(())) => Response::Ok,
+                _ => Response::Error(format!("no queue {queue} on port {port}")),
             }
         }
         Request::Resume { port, queue } => match shared.afc.resume(port, queue) {

@@ -12,11 +12,8 @@ use std::time::Duration;
 
 fn bfc(stats: &dataplane::stats::SwitchSnapshot) -> Value {
     let pfc = stats.pfc.as_ref().expect("flow-control stats");
-    // One object per worker when there are several; the BFC counters are shared.
-    match pfc {
-        Value::Array(v) => v[0]["bfc"].clone(),
-        v => v["bfc"].clone(),
-    }
+    // One set per worker when there are several; the BFC counters are shared.
+    serde_json::to_value(&pfc.pipes()[0].bfc).unwrap()
 }
 
 fn sum(v: &Value) -> u64 {

@@ -177,10 +177,8 @@ fn switch_drops(s: &dataplane::stats::SwitchSnapshot) -> (u64, u64) {
 }
 
 fn bfc_json(s: &dataplane::stats::SwitchSnapshot) -> Value {
-    match s.pfc.as_ref().expect("flow-control stats") {
-        Value::Array(v) => v[0]["bfc"].clone(),
-        v => v["bfc"].clone(),
-    }
+    let pfc = s.pfc.as_ref().expect("flow-control stats");
+    serde_json::to_value(&pfc.pipes()[0].bfc).unwrap()
 }
 
 #[test]

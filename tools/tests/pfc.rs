@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn prio3(stats: &dataplane::stats::SwitchSnapshot, port: usize) -> Value {
-    stats.pfc.as_ref().expect("PFC configured")["ports"][port][3].clone()
+    let pfc = serde_json::to_value(stats.pfc.as_ref().expect("PFC configured")).unwrap();
+    pfc["ports"][port][3].clone()
 }
 
 fn n(v: &Value, k: &str) -> u64 {
@@ -187,7 +188,7 @@ while time.time() < end:
     let wd = |s: &dataplane::stats::SwitchSnapshot| {
         s.pfc
             .as_ref()
-            .map(|p| p["watchdog"].clone())
+            .map(|p| serde_json::to_value(p).unwrap()["watchdog"].clone())
             .unwrap_or(Value::Null)
     };
     let detected = loop {

@@ -240,13 +240,13 @@ impl HostCtx<'_> {
         if self.can_send() && self.nic.bfc.is_some() {
             // BFC NIC: the flow's NIC queue, carried as upstreamQ in the data shim.
             let fid = crate::parse::parse(&self.mem.data(frame)[..len as usize])
-                .map(|m| crate::fc::BfcGlue::fid(&m))
+                .map(|m| crate::scheme::flow_id(&m))
                 .unwrap_or(0);
             let Some(b) = self.nic.bfc.as_mut() else {
                 return false;
             };
             let q = b.queue_of(fid);
-            let len = crate::fc::BfcGlue::push_shim(self.mem, frame, len, usize::from(q));
+            let len = crate::scheme::shim_push(self.mem, frame, len, usize::from(q));
             b.push(usize::from(q), (frame, len));
             self.nic.len += 1;
             return true;

@@ -44,7 +44,7 @@ use crate::clock::{Clock, VirtualClock};
 use crate::config::{parse_cidr, ConfigError, Endpoint, Topology};
 use crate::frame::{FrameId, FrameMem};
 use crate::stats::SwitchSnapshot;
-use crate::switch::{Handoff, Switch, SwitchShared};
+use crate::switch::{Outputs, Switch, SwitchShared};
 use queue::EventQueue;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -83,8 +83,8 @@ pub enum Peer {
 /// One switch in the fabric.
 pub struct SwitchNode {
     pub name: String,
-    /// The pipeline: owns every port (one pipe, as `xoff run` with one worker), and reports
-    /// which ports got work through `take_touched`.
+    /// The pipeline: owns every port (one pipe, as `xoff run` with one worker); the ports that
+    /// got work are reported through the fabric's tracking [`Outputs`] sink.
     egress: Switch,
     /// Pending flow-control timer in the event heap (`NONE`: none).
     timer: u64,
@@ -154,11 +154,10 @@ pub struct Fabric {
     probes: Probes,
     heap: EventQueue<Ev>,
     dirty: Vec<(u32, u16)>,
-    handoff: Vec<Handoff>,
-    tx: Vec<(FrameId, u32)>,
+    /// What the switches' pipelines emit (frames to send, ports that got work).
+    out: Outputs,
     nic_tx: Vec<(FrameId, u32)>,
     timers: Vec<(u64, u64)>,
-    touched: Vec<u16>,
     traffic_end: Option<u64>,
     max_time: u64,
     started: bool,
@@ -194,12 +193,10 @@ impl Fabric {
             let spec = t.switch_spec(&s.name)?;
             let n = spec.ports.len();
             let shared = SwitchShared::new(spec);
-            let mut egress =
-                Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
-                    switch: s.name.clone(),
-                    err: e,
-                })?;
-            egress.track_touched();
+            let egress = Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
+                switch: s.name.clone(),
+                err: e,
+            })?;
             sw_index.insert(s.name.clone(), nodes.len() as u32);
             nodes.push(SwitchNode {
                 name: s.name.clone(),
@@ -575,11 +572,9 @@ impl Fabric {
             probes,
             heap: EventQueue::new(),
             dirty: Vec::new(),
-            handoff: Vec::new(),
-            tx: Vec::new(),
+            out: Outputs::tracking(),
             nic_tx: Vec::new(),
             timers: Vec::new(),
-            touched: Vec::new(),
             traffic_end,
             max_time: sim.max_time.map_or(1_000_000_000_000, |t| t.0),
             started: false,
@@ -720,7 +715,7 @@ impl Fabric {
                     if self.nodes[s as usize].timer == t {
                         self.nodes[s as usize].timer = NONE;
                         let node = &mut self.nodes[s as usize];
-                        node.egress.on_timer(&mut self.mem, t);
+                        node.egress.on_timer(&mut self.mem, t, &mut self.out);
                         self.take_fc(s);
                     }
                 }
@@ -755,9 +750,9 @@ impl Fabric {
 
     fn service_port(&mut self, s: u32, p: u16) {
         let now = self.clock.now();
-        let mut tx = std::mem::take(&mut self.tx);
         let node = &mut self.nodes[s as usize];
-        node.egress.service(&mut self.mem, p, now, &mut tx);
+        node.egress.service(&mut self.mem, p, now, &mut self.out);
+        let mut tx = std::mem::take(&mut self.out.tx);
         let peer = node.peers[usize::from(p)];
         if !tx.is_empty() {
             let c = &node.egress.shared.counters[usize::from(p)];
@@ -779,19 +774,18 @@ impl Fabric {
             self.deliver(peer, f, len);
         }
         tx.clear();
-        self.tx = tx;
+        self.out.tx = tx;
     }
 
     /// Marks the ports of switch `s` that got work as dirty and (re)arms its flow-control
     /// timer (PFC refresh, watchdog).
     fn take_fc(&mut self, s: u32) {
-        let mut touched = std::mem::take(&mut self.touched);
-        self.nodes[s as usize].egress.take_touched(&mut touched);
+        let mut touched = std::mem::take(&mut self.out.touched);
         for &p in &touched {
             self.mark_dirty(s, p);
         }
         touched.clear();
-        self.touched = touched;
+        self.out.touched = touched;
         let node_timer = self.nodes[s as usize].egress.next_timer();
         if let Some(t) = node_timer {
             let t = t.max(self.clock.now() + 1);
@@ -809,11 +803,10 @@ impl Fabric {
             Peer::Port(s, p) => {
                 self.stats.link_hops += 1;
                 self.stats.switch_hops += 1;
-                let mut ho = std::mem::take(&mut self.handoff);
                 let node = &mut self.nodes[s as usize];
-                node.egress.receive(&mut self.mem, p, f, len, now, &mut ho);
-                debug_assert!(ho.is_empty(), "a single pipe owns every port");
-                self.handoff = ho;
+                node.egress
+                    .receive(&mut self.mem, p, f, len, now, &mut self.out);
+                debug_assert!(self.out.handoff.is_empty(), "a single pipe owns every port");
                 self.take_fc(s);
             }
             Peer::Host(h) => {
@@ -920,7 +913,7 @@ impl Fabric {
                         .shared()
                         .snapshot(now as f64 / 1e12, n.egress.buffer().stats_json());
                     // PFC, watchdog and BFC counters, as `xoff ctl stats --json` has them.
-                    s.pfc = n.egress.fc_stats_json(now);
+                    s.pfc = n.egress.scheme_stats(now).map(crate::scheme::StatsSet::One);
                     s
                 })
                 .collect(),

@@ -186,7 +186,7 @@ impl FcCounter {
 
     /// A BFC counter of `port` (0 on a switch without BFC, or for a PFC counter).
     pub fn read_bfc(self, shared: &SwitchShared, port: usize) -> u64 {
-        let Some(b) = shared.bfc.as_ref() else {
+        let Some(b) = shared.schemes.bfc.as_ref() else {
             return 0;
         };
         let Some(p) = b.ports.get(port) else {
@@ -205,19 +205,18 @@ impl FcCounter {
         }
     }
 
-    /// A PFC counter of `port` from a switch's flow-control statistics
-    /// (`Switch::fc_stats_json`), summed over priorities.
-    pub fn read_pfc(self, stats: Option<&serde_json::Value>, port: usize) -> u64 {
-        let key = match self {
-            Self::PfcXoffSent => "xoff_sent",
-            Self::PfcXonSent => "xon_sent",
-            Self::PfcXoffReceived => "xoff_received",
-            Self::PfcXonReceived => "xon_received",
+    /// A PFC counter of `port` of a switch's pipe, summed over priorities (0 without PFC, or
+    /// for a BFC counter).
+    pub fn read_pfc(self, sw: &crate::Switch, port: usize, now: u64) -> u64 {
+        use crate::scheme::pfc::PfcCount;
+        let what = match self {
+            Self::PfcXoffSent => PfcCount::XoffSent,
+            Self::PfcXonSent => PfcCount::XonSent,
+            Self::PfcXoffReceived => PfcCount::XoffReceived,
+            Self::PfcXonReceived => PfcCount::XonReceived,
             _ => return 0,
         };
-        stats
-            .and_then(|s| s["ports"][port].as_array())
-            .map_or(0, |cls| cls.iter().filter_map(|c| c[key].as_u64()).sum())
+        sw.schemes().pfc().map_or(0, |p| p.total(port, what, now))
     }
 }
 
@@ -284,8 +283,6 @@ impl Probes {
 
     pub(crate) fn sample(&mut self, now: u64, flows: &FlowLog, nodes: &[SwitchNode]) {
         self.times.push(now);
-        // PFC counters come from each switch's statistics, built at most once per sample.
-        let mut pfc: Vec<Option<Option<serde_json::Value>>> = Vec::new();
         for t in &self.targets {
             let v = match t {
                 ProbeTarget::Fc {
@@ -293,13 +290,7 @@ impl Probes {
                     port,
                     counter,
                 } => match nodes.get(*switch) {
-                    Some(n) if counter.is_pfc() => {
-                        if pfc.len() <= *switch {
-                            pfc.resize(*switch + 1, None);
-                        }
-                        let st = pfc[*switch].get_or_insert_with(|| n.egress.fc_stats_json(now));
-                        counter.read_pfc(st.as_ref(), *port)
-                    }
+                    Some(n) if counter.is_pfc() => counter.read_pfc(&n.egress, *port, now),
                     Some(n) => counter.read_bfc(&n.egress.shared, *port),
                     None => 0,
                 },
