@@ -15,6 +15,7 @@ pub mod link;
 pub mod parse;
 pub mod port;
 pub mod queue;
+pub mod rng;
 pub mod runtime;
 pub mod stats;
 pub mod switch;

@@ -14,7 +14,7 @@
 
 use super::flow::FlowLog;
 use super::mem::FabricMem;
-use super::rng::Rng;
+use crate::rng::Rng;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::link::Link;
 use crate::units::ser_ps;

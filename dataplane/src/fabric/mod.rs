@@ -22,15 +22,13 @@
 //! busy, so frames arriving at the same instant all compete in the scheduler. No threads, no
 //! sleeping, no hash-map iteration: a run is a function of the topology and the seed.
 
-pub mod config;
 pub mod flow;
 pub mod host;
 pub mod mem;
 pub mod probe;
 pub mod queue;
-pub mod rng;
 
-pub use config::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
+pub use crate::config::sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
 pub use flow::{DelayReport, FlowLog, FlowRecord, FlowReport};
 pub use host::{
     sink_receive, DataHeader, FrameTemplate, HostCtx, HostInfo, HostModel, Nic, NicBfc, OnOff,
@@ -38,7 +36,7 @@ pub use host::{
 };
 pub use mem::FabricMem;
 pub use probe::{FcCounter, FlowCounter, PortCounter, ProbeTarget, Probes, QueueCounter};
-pub use rng::Rng;
+pub use crate::rng::{self, Rng};
 
 use crate::clock::{Clock, VirtualClock};
 use crate::config::{parse_cidr, ConfigError, Endpoint, Topology};

@@ -10,6 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+pub mod sim;
+
+pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
+
 /// A configuration error: which file, which key, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}: key `{key}`: {reason}")]
@@ -34,10 +38,10 @@ pub struct Topology {
     pub links: Vec<LinkConfig>,
     /// Traffic for the virtual-time fabric (`xoff sim`); testbeds ignore it.
     #[serde(default, rename = "flow")]
-    pub flows: Vec<crate::fabric::FlowConfig>,
+    pub flows: Vec<FlowConfig>,
     /// How the virtual-time fabric runs this file (`xoff sim`); testbeds ignore it.
     #[serde(default)]
-    pub sim: Option<crate::fabric::SimConfig>,
+    pub sim: Option<SimConfig>,
     /// Where the file was read from (for error messages).
     #[serde(skip)]
     pub path: PathBuf,
