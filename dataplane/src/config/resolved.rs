@@ -631,3 +631,163 @@ impl Ctx<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fib::{Fib, Forward};
+    use crate::wire::data::FrameTemplate;
+    use std::path::Path;
+
+    fn leafspine() -> (Topology, ResolvedTopology) {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/topologies/leafspine.toml");
+        let t = Topology::load(p).unwrap();
+        let r = t.resolve().unwrap();
+        (t, r)
+    }
+
+    #[test]
+    fn links_become_peers_both_ways() {
+        let (_, r) = leafspine();
+        let up1 = r.port_of("leaf1", "up1").unwrap();
+        let l1 = r.port_of("spine1", "l1").unwrap();
+        assert_eq!(r.peer(up1.0, up1.1), Peer::Port(l1.0, l1.1));
+        assert_eq!(r.peer(l1.0, l1.1), Peer::Port(up1.0, up1.1));
+        let h22 = r.host_index("h22").unwrap();
+        let leaf2_h2 = r.port_of("leaf2", "h2").unwrap();
+        assert_eq!(r.hosts[h22 as usize].port(), Some(leaf2_h2));
+        assert_eq!(r.peer(leaf2_h2.0, leaf2_h2.1), Peer::Host(h22));
+        assert_eq!(
+            r.hosts[h22 as usize].peer_mac,
+            Some(r.port(leaf2_h2.0, leaf2_h2.1).mac)
+        );
+        // Every linked port's next-hop MAC is its peer's.
+        for (s, sw) in r.switches.iter().enumerate() {
+            for (p, port) in sw.spec.ports.iter().enumerate() {
+                assert_eq!(port.peer_mac, r.mac(sw.peers[p]), "{}:{}", sw.name(), port.name);
+                assert_ne!(r.peer(s as u32, p as u16), Peer::None);
+            }
+        }
+        assert_eq!(r.switch("spine2").unwrap().seed(), 22);
+    }
+
+    #[test]
+    fn every_switch_knows_the_port_toward_every_host() {
+        let (_, r) = leafspine();
+        let leaf1 = r.switch("leaf1").unwrap();
+        let spine2 = r.switch("spine2").unwrap();
+        for (h, host) in r.hosts.iter().enumerate() {
+            let on_leaf1 = leaf1.spec.macs.iter().find(|m| m.0 == host.mac).unwrap();
+            let on_spine2 = spine2.spec.macs.iter().find(|m| m.0 == host.mac).unwrap();
+            // Breadth first from the host: leaf1 is reached over its host port or, for other
+            // leaves' hosts, over the uplink to spine1 (spine1 is found before spine2).
+            let want = match host.port() {
+                Some((s, p)) if r.switches[s as usize].name() == "leaf1" => usize::from(p),
+                _ => usize::from(leaf1.port_index("up1").unwrap()),
+            };
+            assert_eq!(on_leaf1.1, want, "host {h}");
+            let (leaf, _) = host.port().unwrap();
+            let want = r.switches[leaf as usize].name().replace("leaf", "l");
+            assert_eq!(spine2.spec.ports[on_spine2.1].name, want);
+        }
+    }
+
+    #[test]
+    fn routes_keep_fib_order_and_the_longest_prefix() {
+        let (_, r) = leafspine();
+        let leaf1 = r.switch("leaf1").unwrap();
+        let up = |n: &str| usize::from(leaf1.port_index(n).unwrap());
+        let ports = |d: [u8; 4]| -> Vec<usize> {
+            leaf1.candidates(Ipv4Addr::from(d)).iter().map(|c| c.0).collect()
+        };
+        assert_eq!(ports([10, 0, 3, 2]), vec![up("up1"), up("up2")]);
+        assert_eq!(ports([10, 0, 1, 2]), vec![up("h2")]);
+        assert!(ports([10, 0, 1, 3]).is_empty());
+        assert!(ports([192, 168, 0, 1]).is_empty());
+    }
+
+    /// Walks `t` from host `src` to its destination through the resolved model (each switch's
+    /// routes, seed and `loadbal`'s ECMP), checking at every hop that the data plane's FIB
+    /// makes the same choice for the real frame; returns the host it reaches and the path.
+    fn walk(r: &ResolvedTopology, src: usize, t: &FiveTuple) -> (Peer, Vec<String>) {
+        let fibs: Vec<Fib> = r.switches.iter().map(|s| Fib::new(&s.spec)).collect();
+        let h = &r.hosts[src];
+        let IpAddr::V4(dst_ip) = t.dst else {
+            panic!("IPv4 only")
+        };
+        let tmpl = FrameTemplate {
+            src_mac: h.mac,
+            dst_mac: h.peer_mac.unwrap(),
+            src_ip: h.ip,
+            dst_ip,
+            sport: t.sport,
+            dport: t.dport,
+            prio: 0,
+            vlan: false,
+            ecn: false,
+        };
+        let mut frame = vec![0u8; 128];
+        tmpl.emit_headers(&mut frame, 128);
+        let mut at = h.peer;
+        let mut path = Vec::new();
+        while let Peer::Port(s, in_port) = at {
+            let sw = &r.switches[s as usize];
+            path.push(sw.name().to_string());
+            assert!(path.len() <= r.switches.len(), "loop: {path:?}");
+            let (out, next) = r.next_hop(s, t).expect("a route");
+            let meta = crate::parse::parse(&frame).unwrap();
+            match fibs[s as usize].forward(in_port, &meta) {
+                Forward::Route(nh) => {
+                    assert_eq!(nh.port, out, "{}: FIB and model disagree", sw.name());
+                    assert_eq!(Some(nh.mac), sw.spec.ports[usize::from(out)].peer_mac);
+                    frame[0..6].copy_from_slice(&nh.mac.0);
+                    frame[6..12].copy_from_slice(&sw.spec.ports[usize::from(out)].mac.0);
+                }
+                f => panic!("{}: {f:?}", sw.name()),
+            }
+            at = next;
+        }
+        (at, path)
+    }
+
+    #[test]
+    fn a_five_tuple_walks_hop_by_hop_to_its_host() {
+        let (_, r) = leafspine();
+        let mut spines = std::collections::BTreeSet::new();
+        for (src, s) in r.hosts.iter().enumerate() {
+            for (dst, d) in r.hosts.iter().enumerate() {
+                if src == dst {
+                    continue;
+                }
+                for sport in 49152..49160 {
+                    let t = FiveTuple {
+                        proto: 17,
+                        src: IpAddr::V4(s.ip),
+                        dst: IpAddr::V4(d.ip),
+                        sport,
+                        dport: 4791,
+                    };
+                    let (end, path) = walk(&r, src, &t);
+                    assert_eq!(end, Peer::Host(dst as u32), "{} -> {}: {path:?}", s.name, d.name);
+                    let same_leaf = s.port().unwrap().0 == d.port().unwrap().0;
+                    assert_eq!(path.len(), if same_leaf { 1 } else { 3 }, "{path:?}");
+                    if !same_leaf {
+                        spines.insert(path[1].clone());
+                        // The spine is the one the first leaf's ECMP picked among its
+                        // uplinks, in FIB order, with its own seed.
+                        let (leaf, _) = s.port().unwrap();
+                        let sw = &r.switches[leaf as usize];
+                        let c = sw.candidates(d.ip);
+                        let i = loadbal::ecmp_pick(sw.seed(), &t, c.len()).unwrap();
+                        let Peer::Port(spine, _) = sw.peers[c[i].0] else {
+                            panic!("uplink not linked to a switch")
+                        };
+                        assert_eq!(r.switches[spine as usize].name(), path[1]);
+                    }
+                }
+            }
+        }
+        // ECMP spreads the flows over both spines.
+        assert_eq!(spines.len(), 2, "{spines:?}");
+    }
+}
