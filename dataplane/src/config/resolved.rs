@@ -664,7 +664,13 @@ mod tests {
         // Every linked port's next-hop MAC is its peer's.
         for (s, sw) in r.switches.iter().enumerate() {
             for (p, port) in sw.spec.ports.iter().enumerate() {
-                assert_eq!(port.peer_mac, r.mac(sw.peers[p]), "{}:{}", sw.name(), port.name);
+                assert_eq!(
+                    port.peer_mac,
+                    r.mac(sw.peers[p]),
+                    "{}:{}",
+                    sw.name(),
+                    port.name
+                );
                 assert_ne!(r.peer(s as u32, p as u16), Peer::None);
             }
         }
@@ -698,7 +704,11 @@ mod tests {
         let leaf1 = r.switch("leaf1").unwrap();
         let up = |n: &str| usize::from(leaf1.port_index(n).unwrap());
         let ports = |d: [u8; 4]| -> Vec<usize> {
-            leaf1.candidates(Ipv4Addr::from(d)).iter().map(|c| c.0).collect()
+            leaf1
+                .candidates(Ipv4Addr::from(d))
+                .iter()
+                .map(|c| c.0)
+                .collect()
         };
         assert_eq!(ports([10, 0, 3, 2]), vec![up("up1"), up("up2")]);
         assert_eq!(ports([10, 0, 1, 2]), vec![up("h2")]);
@@ -768,7 +778,13 @@ mod tests {
                         dport: 4791,
                     };
                     let (end, path) = walk(&r, src, &t);
-                    assert_eq!(end, Peer::Host(dst as u32), "{} -> {}: {path:?}", s.name, d.name);
+                    assert_eq!(
+                        end,
+                        Peer::Host(dst as u32),
+                        "{} -> {}: {path:?}",
+                        s.name,
+                        d.name
+                    );
                     let same_leaf = s.port().unwrap().0 == d.port().unwrap().0;
                     assert_eq!(path.len(), if same_leaf { 1 } else { 3 }, "{path:?}");
                     if !same_leaf {

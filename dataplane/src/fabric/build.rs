@@ -2,20 +2,18 @@
 //! (NIC + model), the `[[flow]]` sources, and the `[sim]` probes, each in its own step. The
 //! event loop in `fabric/mod.rs` only runs what is built here.
 
-use super::{Fabric, FabricMem};
+use super::queue::EventQueue;
 use super::{
-    FabricError, FabricOptions, FabricStats, FlowLog, FlowRecord, HostNode, NicBfc, OnOff, Pattern,
-    Probes, Source, SwitchNode, UdpHost, NONE,
+    Fabric, FabricError, FabricMem, FabricOptions, FabricStats, FcCounter, FlowCounter, FlowLog,
+    FlowRecord, HostNode, Nic, NicBfc, OnOff, Pattern, PortCounter, ProbeTarget, Probes,
+    QueueCounter, Source, SwitchNode, UdpHost, NONE,
 };
-use super::{FcCounter, FlowCounter, Nic, PortCounter, ProbeTarget, QueueCounter};
 use crate::clock::VirtualClock;
 use crate::config::{ConfigError, FlowConfig, Peer, ResolvedTopology, SimConfig, Topology};
 use crate::rng::Rng;
 use crate::switch::{Switch, SwitchShared};
 use crate::wire::data::FrameTemplate;
 use std::collections::BTreeMap;
-
-use super::queue::EventQueue;
 
 impl Fabric {
     /// Builds the fabric of a topology: every switch, every host (NIC + [`UdpHost`] with the

@@ -54,7 +54,8 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         self.u16_at(field::DST_PORT)
     }
 
-    /// Header plus payload bytes.
+    /// Header plus payload bytes (the length field; a datagram is never empty).
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u16 {
         self.u16_at(field::LENGTH)
     }
