@@ -15,6 +15,7 @@ pub mod parse;
 pub mod pipeline;
 pub mod port;
 pub mod queue;
+pub mod rng;
 pub mod runtime;
 pub mod scheme;
 pub mod stats;

@@ -10,7 +10,7 @@
 //! in both columns and ending at 100. Sizes are sampled by inverting the piecewise-linear
 //! CDF, as the ns-3 traffic generators of HPCC and BFC do.
 
-use crate::fabric::Rng;
+use crate::rng::Rng;
 use crate::units::PS_PER_S;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! namespaces (deleting them deletes the veths), plus its run directory `/run/xoff/<testbed>/`
 //! with pid files, logs and control sockets, so `down` cleans up after a crash too.
 
-use dataplane::config::{parse_cidr, Endpoint, Topology};
+use dataplane::config::{Peer, ResolvedTopology, Topology};
 use dataplane::port::sys::{alive, signal};
 use std::fmt::Write as _;
 use std::fs;
@@ -44,6 +44,8 @@ pub fn socket_path(name: &str, sw: &str) -> PathBuf {
 /// A topology to be built as a testbed.
 pub struct Testbed {
     pub topo: Topology,
+    /// `topo` resolved: what every veth end, address and neighbour entry is built from.
+    pub resolved: ResolvedTopology,
     pub file: PathBuf,
     pub name: String,
     pub dir: PathBuf,
@@ -69,6 +71,7 @@ impl Testbed {
     /// Loads `file`; `name` overrides the file's testbed name (for parallel copies).
     pub fn load(file: &Path, name: Option<&str>) -> Result<Self> {
         let topo = Topology::load(file)?;
+        let resolved = topo.resolve()?;
         let name = name
             .map(str::to_string)
             .unwrap_or_else(|| topo.name.clone());
@@ -79,6 +82,7 @@ impl Testbed {
             dir: run_dir(&name),
             file: fs::canonicalize(file)?,
             topo,
+            resolved,
             name,
             xoff,
         })
@@ -96,24 +100,20 @@ impl Testbed {
         sh(&v)
     }
 
-    fn iface_of(&self, e: &Endpoint) -> String {
+    /// Interface of a link end inside its namespace.
+    fn iface_of(&self, e: Peer) -> &str {
         match e {
-            Endpoint::Host(_) => "eth0".into(),
-            Endpoint::Port(s, p) => self
-                .topo
-                .switches
-                .iter()
-                .find(|x| &x.name == s)
-                .and_then(|x| x.ports.iter().find(|y| &y.name == p))
-                .map(|y| y.iface.clone().unwrap_or_else(|| y.name.clone()))
-                .unwrap_or_else(|| p.clone()),
+            Peer::Port(s, p) => &self.resolved.port(s, p).iface,
+            Peer::Host(_) | Peer::None => "eth0",
         }
     }
 
-    fn node_of(e: &Endpoint) -> &str {
+    /// Node (namespace) of a link end.
+    fn node_of(&self, e: Peer) -> &str {
         match e {
-            Endpoint::Host(h) => h,
-            Endpoint::Port(s, _) => s,
+            Peer::Host(h) => &self.resolved.hosts[h as usize].name,
+            Peer::Port(s, _) => self.resolved.switches[s as usize].name(),
+            Peer::None => "",
         }
     }
 
@@ -145,28 +145,28 @@ impl Testbed {
                 &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
             )?;
         }
-        for (i, (a, b)) in self.topo.endpoints().iter().enumerate() {
+        for (i, &(a, b)) in self.resolved.links.iter().enumerate() {
             let tmp_a = format!("xt{}a{i}", std::process::id() % 100_000);
             let tmp_b = format!("xt{}b{i}", std::process::id() % 100_000);
             sh(&[
                 "ip", "link", "add", &tmp_a, "type", "veth", "peer", "name", &tmp_b,
             ])?;
             for (tmp, e) in [(&tmp_a, a), (&tmp_b, b)] {
-                let node = Self::node_of(e);
+                let node = self.node_of(e);
                 let ns = self.ns(node);
                 sh(&["ip", "link", "set", tmp, "netns", &ns])?;
                 let ifn = self.iface_of(e);
-                self.in_ns(node, &["ip", "link", "set", tmp, "name", &ifn])?;
-                if let Some(mac) = self.topo.endpoint_mac(e) {
+                self.in_ns(node, &["ip", "link", "set", tmp, "name", ifn])?;
+                if let Some(mac) = self.resolved.mac(e) {
                     self.in_ns(
                         node,
-                        &["ip", "link", "set", &ifn, "address", &mac.to_string()],
+                        &["ip", "link", "set", ifn, "address", &mac.to_string()],
                     )?;
                 }
-                self.in_ns(node, &["ip", "link", "set", &ifn, "up"])?;
-                if matches!(e, Endpoint::Host(_)) {
+                self.in_ns(node, &["ip", "link", "set", ifn, "up"])?;
+                if matches!(e, Peer::Host(_)) {
                     // Forwarded TCP/UDP would otherwise carry partial checksums.
-                    self.in_ns(node, &["ethtool", "-K", &ifn, "tx", "off"])?;
+                    self.in_ns(node, &["ethtool", "-K", ifn, "tx", "off"])?;
                 }
             }
         }
@@ -178,25 +178,20 @@ impl Testbed {
     }
 
     fn configure_hosts(&self) -> Result<()> {
-        for h in &self.topo.hosts {
-            self.in_ns(&h.name, &["ip", "addr", "add", &h.ip, "dev", "eth0"])?;
-            let (addr, len) = parse_cidr(&h.ip).map_err(|m| TestbedError::Command {
-                cmd: format!("host {}", h.name),
-                msg: m,
-            })?;
+        for (h, cfg) in self.resolved.hosts.iter().zip(&self.topo.hosts) {
+            self.in_ns(&h.name, &["ip", "addr", "add", &cfg.ip, "dev", "eth0"])?;
+            let (addr, len) = (h.ip, h.prefix_len);
             let mask = if len == 0 {
                 0
             } else {
                 u32::MAX << (32 - u32::from(len))
             };
             // Static neighbours: every other host on the same subnet, and the gateway.
-            for o in &self.topo.hosts {
+            for o in &self.resolved.hosts {
                 if o.name == h.name {
                     continue;
                 }
-                let Ok((oa, _)) = parse_cidr(&o.ip) else {
-                    continue;
-                };
+                let oa = o.ip;
                 if u32::from(oa) & mask == u32::from(addr) & mask {
                     self.in_ns(
                         &h.name,
@@ -206,7 +201,7 @@ impl Testbed {
                             "replace",
                             &oa.to_string(),
                             "lladdr",
-                            &self.topo.host_mac(o).to_string(),
+                            &o.mac.to_string(),
                             "dev",
                             "eth0",
                             "nud",
@@ -216,9 +211,7 @@ impl Testbed {
                 }
             }
             if let Some(gw) = h.gateway {
-                let me = Endpoint::Host(h.name.clone());
-                let gw_mac = self.topo.peer(&me).and_then(|p| self.topo.endpoint_mac(&p));
-                if let Some(m) = gw_mac {
+                if let Some(m) = h.peer_mac {
                     self.in_ns(
                         &h.name,
                         &[

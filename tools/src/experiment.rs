@@ -679,41 +679,26 @@ struct Graph {
 
 impl Graph {
     fn new(topo: &Topology) -> Result<Graph> {
-        use dataplane::config::Endpoint;
-        let nh = topo.hosts.len();
-        let specs = topo
-            .switches
-            .iter()
-            .map(|s| topo.switch_spec(&s.name))
-            .collect::<Result<Vec<_>, _>>()?;
-        let hosts: BTreeMap<&str, usize> = topo
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.name.as_str(), i))
-            .collect();
-        let switches: BTreeMap<&str, usize> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        let node = |e: &Endpoint| -> Option<(usize, Option<(u64, u64)>)> {
+        use dataplane::config::Peer;
+        let r = topo.resolve()?;
+        let nh = r.hosts.len();
+        let node = |e: Peer| -> Option<(usize, Option<(u64, u64)>)> {
             match e {
-                Endpoint::Host(h) => hosts.get(h.as_str()).map(|&i| (i, None)),
-                Endpoint::Port(s, p) => {
-                    let si = *switches.get(s.as_str())?;
-                    let port = specs[si].ports.iter().find(|x| &x.name == p)?;
-                    Some((nh + si, Some((port.rate_bps.max(1), port.delay_ps))))
+                Peer::None => None,
+                Peer::Host(h) => Some((h as usize, None)),
+                Peer::Port(s, p) => {
+                    let port = r.port(s, p);
+                    Some((nh + s as usize, Some((port.rate_bps.max(1), port.delay_ps))))
                 }
             }
         };
         let mut g = Graph {
             hosts: nh,
-            adj: vec![Vec::new(); nh + specs.len()],
+            adj: vec![Vec::new(); nh + r.switches.len()],
             access: vec![None; nh],
         };
-        for (a, b) in topo.endpoints() {
-            let (Some((x, lx)), Some((y, ly))) = (node(&a), node(&b)) else {
+        for &(a, b) in &r.links {
+            let (Some((x, lx)), Some((y, ly))) = (node(a), node(b)) else {
                 continue;
             };
             let l = match (lx, ly) {

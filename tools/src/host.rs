@@ -7,8 +7,7 @@
 //! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`).
 
 use anyhow::{anyhow, bail, Context, Result};
-use dataplane::config::{parse_cidr, Endpoint, Topology};
-use dataplane::fabric::HostInfo;
+use dataplane::config::{HostInfo, Topology};
 use dataplane::frame::FrameMem;
 use dataplane::host::fabric::peer_table;
 use dataplane::host::report::{RxRecord, TxRecord};
@@ -81,38 +80,20 @@ pub struct HostOutput {
     pub no_frame: u64,
 }
 
-/// Every host of a topology as the stack sees it (index = topology order).
+/// Every host of a topology as the stack sees it (index = topology order), its NIC at the
+/// rate and delay of the switch port it hangs off (0 if it hangs off none).
 pub fn host_infos(topo: &Topology) -> Result<Vec<HostInfo>> {
-    let file = topo.path.display().to_string();
-    let mut v = Vec::new();
-    for (i, h) in topo.hosts.iter().enumerate() {
-        let (ip, prefix_len) =
-            parse_cidr(&h.ip).map_err(|r| anyhow!("{file}: host[{i}].ip: {r}"))?;
-        let peer = topo.peer(&Endpoint::Host(h.name.clone()));
-        let (gateway_mac, rate, delay) = match &peer {
-            Some(e @ Endpoint::Port(s, p)) => {
-                let spec = topo.switch_spec(s)?;
-                let ps = spec.ports.iter().find(|x| &x.name == p);
-                (
-                    topo.endpoint_mac(e),
-                    ps.map_or(0, |x| x.rate_bps),
-                    ps.map_or(0, |x| x.delay_ps),
-                )
-            }
-            _ => (None, 0, 0),
-        };
-        v.push(HostInfo {
-            name: h.name.clone(),
-            index: i,
-            mac: topo.host_mac(h),
-            ip,
-            prefix_len,
-            gateway_mac,
-            nic_rate_bps: rate,
-            nic_delay_ps: delay,
-        });
-    }
-    Ok(v)
+    let r = topo.resolve()?;
+    Ok((0..r.hosts.len())
+        .map(|i| {
+            let port = r.host_port(i);
+            r.host_info(
+                i,
+                port.map_or(0, |p| p.rate_bps),
+                port.map_or(0, |p| p.delay_ps),
+            )
+        })
+        .collect())
 }
 
 /// Wall-clock time in ns since the Unix epoch (the shared start instant of a testbed's hosts).

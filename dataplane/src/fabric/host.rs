@@ -8,35 +8,22 @@
 //! [`UdpHost`] runs constant-rate and on/off sources and a sink; a later workload emulator
 //! (TCP-like senders, receivers) implements the same trait.
 //!
-//! Data packets are real Ethernet/IPv4/UDP frames. The UDP payload starts with the 24-byte
-//! [`DataHeader`]: magic "XOFF", flow id (u32), sequence number (u64) and send time in ps
-//! (u64), all big-endian. Priority is DSCP `prio << 3`, or an 802.1Q PCP.
+//! Data packets are real Ethernet/IPv4/UDP frames whose UDP payload starts with the 24-byte
+//! [`DataHeader`] (format in [`crate::wire::data`], which the host stack shares). Priority is
+//! DSCP `prio << 3`, or an 802.1Q PCP.
 
 use super::flow::FlowLog;
 use super::mem::FabricMem;
-use super::rng::Rng;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::link::Link;
+use crate::rng::Rng;
 use crate::units::ser_ps;
-use crate::wire::{
-    EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr, VlanRepr, VlanTag,
-};
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
 
-/// What a host model knows about the host it runs on.
-#[derive(Debug, Clone)]
-pub struct HostInfo {
-    pub name: String,
-    pub index: usize,
-    pub mac: MacAddr,
-    pub ip: Ipv4Addr,
-    pub prefix_len: u8,
-    /// MAC of the switch port the host is linked to (its gateway's MAC), if linked.
-    pub gateway_mac: Option<MacAddr>,
-    pub nic_rate_bps: u64,
-    pub nic_delay_ps: u64,
-}
+pub use crate::config::HostInfo;
+pub use crate::wire::data::{
+    magic_payload, magic_payload_at, DataHeader, FrameTemplate, DATA_HEADER_LEN, DATA_MAGIC,
+};
 
 /// A host NIC: one FIFO per priority in front of an emulated link toward the switch, served
 /// round robin. A NIC that honours PFC (as RDMA NICs do) stops a priority while a received
@@ -288,147 +275,6 @@ pub trait HostModel {
     fn on_receive(&mut self, ctx: &mut HostCtx<'_>, frame: FrameId, len: u32);
 }
 
-/// Magic at the start of the data header ("XOFF").
-pub const DATA_MAGIC: u32 = 0x584f_4646;
-/// Bytes of the data header in the UDP payload.
-pub const DATA_HEADER_LEN: usize = 24;
-const UDP_HEADER_LEN: usize = 8;
-
-/// Flow id, sequence number and send time carried in every data packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataHeader {
-    pub flow: u32,
-    pub seq: u64,
-    pub sent_ps: u64,
-}
-
-/// Addresses and marking of a flow's frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameTemplate {
-    pub src_mac: MacAddr,
-    pub dst_mac: MacAddr,
-    pub src_ip: Ipv4Addr,
-    pub dst_ip: Ipv4Addr,
-    pub sport: u16,
-    pub dport: u16,
-    pub prio: u8,
-    /// Carry the priority in an 802.1Q tag (PCP) rather than DSCP.
-    pub vlan: bool,
-    /// ECT(0).
-    pub ecn: bool,
-}
-
-impl FrameTemplate {
-    /// Offset of the data header in the frame.
-    pub fn payload_off(&self) -> usize {
-        14 + if self.vlan { 4 } else { 0 } + 20 + UDP_HEADER_LEN
-    }
-
-    /// The shortest frame that carries the data header.
-    pub fn min_len(&self) -> usize {
-        self.payload_off() + DATA_HEADER_LEN
-    }
-
-    /// Writes the Ethernet, (VLAN), IPv4 and UDP headers of a `len`-byte frame into `buf`;
-    /// returns the offset of the payload. `len` must be at least [`Self::min_len`].
-    pub fn emit_headers(&self, buf: &mut [u8], len: usize) -> usize {
-        let mut off = 14;
-        EthernetRepr {
-            src: self.src_mac,
-            dst: self.dst_mac,
-            ethertype: if self.vlan {
-                EtherType::VLAN
-            } else {
-                EtherType::IPV4
-            },
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
-        if self.vlan {
-            VlanRepr {
-                pcp: self.prio & 7,
-                dei: false,
-                vid: 0,
-                ethertype: EtherType::IPV4,
-            }
-            .emit(&mut VlanTag::new_unchecked(&mut buf[off..off + 4]));
-            off += 4;
-        }
-        let ip_payload = len - off - 20;
-        Ipv4Repr {
-            src: self.src_ip,
-            dst: self.dst_ip,
-            protocol: 17,
-            dscp: if self.vlan { 0 } else { (self.prio & 7) << 3 },
-            ecn: if self.ecn { 2 } else { 0 },
-            ttl: 64,
-            payload_len: ip_payload,
-        }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut buf[off..off + 20]));
-        off += 20;
-        let u = &mut buf[off..off + UDP_HEADER_LEN];
-        u[0..2].copy_from_slice(&self.sport.to_be_bytes());
-        u[2..4].copy_from_slice(&self.dport.to_be_bytes());
-        u[4..6].copy_from_slice(&(ip_payload as u16).to_be_bytes());
-        u[6..8].copy_from_slice(&[0, 0]); // no checksum (allowed for UDP over IPv4)
-        off + UDP_HEADER_LEN
-    }
-}
-
-/// The first `len` bytes of the UDP payload of an Ethernet (optionally 802.1Q) / IPv4 / UDP
-/// frame, if they start with [`DATA_MAGIC`]: where every Xoff host header lives.
-pub fn magic_payload(frame: &[u8], len: usize) -> Option<&[u8]> {
-    magic_payload_at(frame, 12, len)
-}
-
-/// [`magic_payload`] of a frame whose EtherType sits at `et_off` (16 behind the Xoff data
-/// shim).
-pub fn magic_payload_at(frame: &[u8], et_off: usize, len: usize) -> Option<&[u8]> {
-    let mut off = et_off + 2;
-    let mut et = u16::from_be_bytes([*frame.get(et_off)?, *frame.get(et_off + 1)?]);
-    if et == EtherType::VLAN {
-        et = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
-        off += 4;
-    }
-    if et != EtherType::IPV4 {
-        return None;
-    }
-    let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
-    if ip.protocol() != 17 {
-        return None;
-    }
-    let start = off + ip.header_len() + UDP_HEADER_LEN;
-    if start + len > off + usize::from(ip.total_len()) {
-        return None;
-    }
-    let p = frame.get(start..start + len)?;
-    (p[0..4] == DATA_MAGIC.to_be_bytes()).then_some(p)
-}
-
-impl DataHeader {
-    pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..4].copy_from_slice(&DATA_MAGIC.to_be_bytes());
-        buf[4..8].copy_from_slice(&self.flow.to_be_bytes());
-        buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        buf[16..24].copy_from_slice(&self.sent_ps.to_be_bytes());
-    }
-
-    /// Reads the data header of a fabric data frame (Ethernet, optional 802.1Q tag, IPv4
-    /// without options or with, UDP); `None` for anything else.
-    pub fn parse(frame: &[u8]) -> Option<DataHeader> {
-        let p = magic_payload(frame, DATA_HEADER_LEN)?;
-        let u64_at = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&p[i..i + 8]);
-            u64::from_be_bytes(b)
-        };
-        Some(DataHeader {
-            flow: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
-            seq: u64_at(8),
-            sent_ps: u64_at(16),
-        })
-    }
-}
-
 /// The sink every built-in host runs: parses the data header, records the packet in the
 /// flow log and frees the frame.
 pub fn sink_receive(ctx: &mut HostCtx<'_>, frame: FrameId, len: u32) {
@@ -609,48 +455,5 @@ impl HostModel for UdpHost {
 
     fn on_receive(&mut self, ctx: &mut HostCtx<'_>, frame: FrameId, len: u32) {
         sink_receive(ctx, frame, len);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::parse;
-
-    #[test]
-    fn data_frames_parse_in_the_switch_and_the_sink() {
-        for vlan in [false, true] {
-            let t = FrameTemplate {
-                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-                dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
-                src_ip: Ipv4Addr::new(10, 0, 0, 1),
-                dst_ip: Ipv4Addr::new(10, 0, 0, 2),
-                sport: 5000,
-                dport: 6000,
-                prio: 5,
-                vlan,
-                ecn: true,
-            };
-            let mut f = vec![0u8; 200];
-            let off = t.emit_headers(&mut f, 200);
-            let h = DataHeader {
-                flow: 7,
-                seq: 1 << 40,
-                sent_ps: 123_456_789,
-            };
-            h.emit(&mut f[off..]);
-            assert_eq!(DataHeader::parse(&f), Some(h));
-            let m = parse::parse(&f).unwrap();
-            let tuple = m.five_tuple().unwrap();
-            assert_eq!((tuple.sport, tuple.dport, tuple.proto), (5000, 6000, 17));
-            assert!(m.ecn_capable());
-            match (vlan, m.l3) {
-                (true, _) => assert_eq!(m.pcp, Some(5)),
-                (false, parse::L3::Ip { dscp, .. }) => assert_eq!(dscp >> 3, 5),
-                (false, parse::L3::None) => panic!("not IP"),
-            }
-            f[off] ^= 1;
-            assert_eq!(DataHeader::parse(&f), None);
-        }
     }
 }

@@ -9,6 +9,7 @@
 
 use super::wire::emit_segment;
 use super::HostStack;
+use crate::config::HostInfo;
 use crate::fabric::host::{HostCtx, HostModel};
 use crate::frame::{FrameId, FrameMem};
 use crate::wire::MacAddr;
@@ -90,7 +91,7 @@ impl HostModel for StackHost {
 }
 
 /// The peer table host `src` uses: on-link hosts by their MAC, others through `src`'s gateway.
-pub fn peer_table(hosts: &[crate::fabric::HostInfo], src: usize) -> Vec<PeerAddr> {
+pub fn peer_table(hosts: &[HostInfo], src: usize) -> Vec<PeerAddr> {
     let me = &hosts[src];
     let mask = |l: u8| {
         if l == 0 {
@@ -121,10 +122,9 @@ pub fn peer_table(hosts: &[crate::fabric::HostInfo], src: usize) -> Vec<PeerAddr
 pub fn install(
     fabric: &mut crate::fabric::Fabric,
     schedule: &[crate::workload::FlowSpec],
-    mut cfg: impl FnMut(&crate::fabric::HostInfo) -> super::StackConfig,
+    mut cfg: impl FnMut(&HostInfo) -> super::StackConfig,
 ) -> Vec<Rc<RefCell<HostStack>>> {
-    let infos: Vec<crate::fabric::HostInfo> =
-        fabric.hosts().iter().map(|h| h.info.clone()).collect();
+    let infos: Vec<HostInfo> = fabric.hosts().iter().map(|h| h.info.clone()).collect();
     let mut out = Vec::new();
     for (i, info) in infos.iter().enumerate() {
         let mut c = cfg(info);

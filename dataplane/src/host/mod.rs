@@ -835,7 +835,7 @@ mod tests {
 
     #[test]
     fn bfc_data_frames_carry_the_shim_and_receivers_take_either() {
-        use crate::fabric::HostInfo;
+        use crate::config::HostInfo;
         use crate::wire::MacAddr;
         use std::net::Ipv4Addr;
         let info = |i: u8| HostInfo {

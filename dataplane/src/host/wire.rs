@@ -1,6 +1,6 @@
 //! The host stack's frames: Ethernet / IPv4 / UDP whose payload starts with a 44-byte header.
 //!
-//! The first 24 bytes are the fabric's [`crate::fabric::DataHeader`] (magic "XOFF", flow id,
+//! The first 24 bytes are the data header of [`crate::wire::data`] (magic "XOFF", flow id,
 //! sequence number, send time in ps), so fabric sinks and probes read these frames too. Then:
 //!
 //! ```text
@@ -16,7 +16,8 @@
 
 use super::fabric::PeerAddr;
 use super::Segment;
-use crate::fabric::host::{magic_payload_at, DataHeader, FrameTemplate, HostInfo, DATA_HEADER_LEN};
+use crate::config::HostInfo;
+use crate::wire::data::{magic_payload_at, DataHeader, FrameTemplate, DATA_HEADER_LEN};
 use crate::wire::EtherType;
 use flowctl::wire::shim::{self, ShimRepr};
 

@@ -1,13 +1,16 @@
 //! Wire formats the data plane parses, in smoltcp's style: a typed view per format over any
 //! `AsRef<[u8]>` buffer, `new_checked` so accessors never panic, and a `Repr` to parse and emit.
 
+pub mod data;
 pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;
+pub mod udp;
 
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr, VlanRepr, VlanTag};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use udp::{UdpPacket, UdpRepr};
 
 /// Why a buffer could not be read as a given format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,5 @@
-//! A tiny seeded generator (SplitMix64): the fabric's randomness must not change when a
-//! dependency's algorithm does, so it is spelled out here.
+//! A tiny seeded generator (SplitMix64): the fabric's and the workload generator's randomness
+//! must not change when a dependency's algorithm does, so it is spelled out here.
 
 /// SplitMix64 (Steele, Lea, Flood 2014).
 #[derive(Debug, Clone)]

@@ -1,14 +1,24 @@
 //! The topology file: one TOML document describing switches, hosts and links.
 //!
 //! Loading validates everything a switch or testbed needs before anything is created, and
-//! every error names the file, the key and the reason.
+//! every error names the file, the key and the reason. The file's types are here; what they
+//! resolve to is in [`resolved`] (the whole network) and [`spec`] (one switch); the sections
+//! only the virtual-time fabric reads are in [`sim`].
 
 use crate::units::{Rate, Size, Time};
 use crate::wire::MacAddr;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+
+pub mod resolved;
+pub mod sim;
+pub mod spec;
+
+pub use resolved::{HostInfo, Peer, ResolvedHost, ResolvedSwitch, ResolvedTopology};
+pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
+pub use spec::{BfcSpec, PortSpec, RouteSpec, SwitchSpec};
 
 /// A configuration error: which file, which key, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,10 +44,10 @@ pub struct Topology {
     pub links: Vec<LinkConfig>,
     /// Traffic for the virtual-time fabric (`xoff sim`); testbeds ignore it.
     #[serde(default, rename = "flow")]
-    pub flows: Vec<crate::fabric::FlowConfig>,
+    pub flows: Vec<FlowConfig>,
     /// How the virtual-time fabric runs this file (`xoff sim`); testbeds ignore it.
     #[serde(default)]
-    pub sim: Option<crate::fabric::SimConfig>,
+    pub sim: Option<SimConfig>,
     /// Where the file was read from (for error messages).
     #[serde(skip)]
     pub path: PathBuf,
@@ -211,16 +221,6 @@ pub struct BfcSettings {
     pub elide: Vec<[String; 2]>,
 }
 
-/// Resolved BFC settings of a switch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BfcSpec {
-    pub config: flowctl::BfcConfig,
-    /// ⟨ingress, egress⟩ port pairs without backpressure.
-    pub elide: Vec<(usize, usize)>,
-    /// Per port: push the data shim on egress (the peer speaks BFC).
-    pub shim: Vec<bool>,
-}
-
 fn default_seed() -> u32 {
     1
 }
@@ -247,53 +247,6 @@ pub struct HostConfig {
 pub struct LinkConfig {
     pub a: String,
     pub b: String,
-}
-
-/// Fully resolved settings of one port.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PortSpec {
-    pub name: String,
-    pub iface: String,
-    pub mac: MacAddr,
-    pub rate_bps: u64,
-    pub delay_ps: u64,
-    pub queues: usize,
-    pub queue_limit: u64,
-    pub scheduler: SchedKind,
-    pub quantum: u64,
-    pub strict: Vec<usize>,
-    pub prio_source: PrioSource,
-    pub prio_map: [usize; 8],
-    pub flood: bool,
-    pub mtu: u32,
-    /// MAC of the device at the other end of the link, if known from the topology.
-    pub peer_mac: Option<MacAddr>,
-}
-
-/// A resolved route.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteSpec {
-    pub addr: Ipv4Addr,
-    pub len: u8,
-    /// (port index, next-hop MAC)
-    pub via: Vec<(usize, MacAddr)>,
-}
-
-/// Everything one switch needs, resolved from the topology.
-#[derive(Debug, Clone)]
-pub struct SwitchSpec {
-    pub name: String,
-    pub seed: u32,
-    pub learning: bool,
-    pub ports: Vec<PortSpec>,
-    pub routes: Vec<RouteSpec>,
-    /// (MAC, port index)
-    pub macs: Vec<(MacAddr, usize)>,
-    pub buffer: Option<mmu::MmuConfig>,
-    pub pfc: Option<flowctl::PfcConfig>,
-    pub watchdog: Option<flowctl::WatchdogConfig>,
-    /// BFC (`scheme = "bfc"` and variants).
-    pub bfc: Option<BfcSpec>,
 }
 
 /// A deterministic locally administered MAC for a named interface.
@@ -402,80 +355,6 @@ impl Topology {
             .unwrap_or_else(|| derived_mac(&format!("{}/{}:{}", self.name, sw, p.name)))
     }
 
-    /// MAC of whatever is at `e`.
-    pub fn endpoint_mac(&self, e: &Endpoint) -> Option<MacAddr> {
-        match e {
-            Endpoint::Host(h) => self
-                .hosts
-                .iter()
-                .find(|x| &x.name == h)
-                .map(|h| self.host_mac(h)),
-            Endpoint::Port(s, p) => {
-                let sw = self.switches.iter().find(|x| &x.name == s)?;
-                sw.ports
-                    .iter()
-                    .find(|x| &x.name == p)
-                    .map(|p| self.port_mac(s, p))
-            }
-        }
-    }
-
-    /// The endpoint linked to `e`, if any.
-    pub fn peer(&self, e: &Endpoint) -> Option<Endpoint> {
-        self.endpoints().into_iter().find_map(|(a, b)| {
-            if &a == e {
-                Some(b)
-            } else if &b == e {
-                Some(a)
-            } else {
-                None
-            }
-        })
-    }
-
-    /// For each host reachable from switch `sw`, (host MAC, name of the port leading to it),
-    /// by breadth-first search over the links.
-    pub fn host_ports(&self, sw: &str) -> Vec<(MacAddr, String)> {
-        let links = self.endpoints();
-        let mut out = Vec::new();
-        for h in &self.hosts {
-            // BFS from the host; `via` = the port by which each switch was first reached.
-            let mut seen: HashMap<String, String> = HashMap::new();
-            let mut frontier = vec![Endpoint::Host(h.name.clone())];
-            while let Some(e) = frontier.pop() {
-                let mut next = Vec::new();
-                for (a, b) in &links {
-                    let other = if a == &e {
-                        b
-                    } else if b == &e {
-                        a
-                    } else {
-                        continue;
-                    };
-                    if let Endpoint::Port(s2, p2) = other {
-                        if seen.contains_key(s2) {
-                            continue;
-                        }
-                        seen.insert(s2.clone(), p2.clone());
-                        if let Some(sc) = self.switches.iter().find(|x| &x.name == s2) {
-                            for p in &sc.ports {
-                                if &p.name != p2 {
-                                    next.push(Endpoint::Port(s2.clone(), p.name.clone()));
-                                }
-                            }
-                        }
-                    }
-                }
-                // Breadth-first: process the oldest frontier entries first.
-                frontier.splice(0..0, next.into_iter().rev());
-            }
-            if let Some(p) = seen.get(sw) {
-                out.push((self.host_mac(h), p.clone()));
-            }
-        }
-        out
-    }
-
     fn validate(&self) -> Result<(), ConfigError> {
         let mut names = HashMap::new();
         for (i, s) in self.switches.iter().enumerate() {
@@ -529,256 +408,22 @@ impl Topology {
                 }
             }
         }
-        for s in &self.switches {
-            self.switch_spec(&s.name)?;
-        }
-        Ok(())
+        self.resolve().map(|_| ())
     }
 
-    /// Resolves one switch's settings (defaults, peers, routes).
+    /// Resolves the whole topology (see [`ResolvedTopology`]).
+    pub fn resolve(&self) -> Result<ResolvedTopology, ConfigError> {
+        ResolvedTopology::new(self)
+    }
+
+    /// Resolves one switch's settings (defaults, peers, routes). Resolves the whole
+    /// topology: callers that need more than one switch use [`Topology::resolve`].
     pub fn switch_spec(&self, name: &str) -> Result<SwitchSpec, ConfigError> {
-        let (si, s) = self
-            .switches
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.name == name)
+        let mut r = self.resolve()?;
+        let i = r
+            .switch_index(name)
             .ok_or_else(|| self.err("switch", format!("no switch named `{name}` in this file")))?;
-        let mut ports = Vec::new();
-        let mut index = BTreeMap::new();
-        for (pi, p) in s.ports.iter().enumerate() {
-            let key = |k: &str| format!("switch[{si}].port[{pi}].{k}");
-            let d = &s.defaults;
-            let st = &p.settings;
-            let rate = st.rate.or(d.rate).unwrap_or(Rate(10_000_000_000)).0;
-            if rate == 0 {
-                return Err(self.err(key("rate"), "rate must be > 0 (set a line rate to emulate)"));
-            }
-            let queues = st.queues.or(d.queues).unwrap_or(8);
-            if !(1..=127).contains(&queues) {
-                return Err(self.err(
-                    key("queues"),
-                    format!("{queues} queues: must be 1..=127 (plus the control queue)"),
-                ));
-            }
-            let strict = st
-                .strict
-                .clone()
-                .or_else(|| d.strict.clone())
-                .unwrap_or_default();
-            if let Some(q) = strict.iter().find(|&&q| q >= queues) {
-                return Err(self.err(
-                    key("strict"),
-                    format!("queue {q} does not exist ({queues} queues)"),
-                ));
-            }
-            let prio_map = match st.prio_map.clone().or_else(|| d.prio_map.clone()) {
-                None => core::array::from_fn(|p| p % queues),
-                Some(m) if m.len() == 8 => {
-                    if let Some(q) = m.iter().find(|&&q| q >= queues) {
-                        return Err(self.err(
-                            key("prio_map"),
-                            format!("queue {q} does not exist ({queues} queues)"),
-                        ));
-                    }
-                    core::array::from_fn(|p| m[p])
-                }
-                Some(m) => {
-                    return Err(
-                        self.err(key("prio_map"), format!("needs 8 entries, has {}", m.len()))
-                    )
-                }
-            };
-            let quantum = st.quantum.or(d.quantum).unwrap_or(Size(1600)).0;
-            if quantum == 0 {
-                return Err(self.err(key("quantum"), "quantum must be > 0"));
-            }
-            let mtu = st.mtu.or(d.mtu).unwrap_or(1500);
-            if !(68..=1774).contains(&mtu) {
-                return Err(self.err(
-                    key("mtu"),
-                    format!("{mtu}: must be 68..=1774 (2 KiB buffer chunks)"),
-                ));
-            }
-            let limit = st
-                .queue_limit
-                .or(d.queue_limit)
-                .unwrap_or(Size(256 * 1024))
-                .0;
-            if limit < u64::from(mtu) + 18 {
-                return Err(self.err(
-                    key("queue_limit"),
-                    format!("{limit} B cannot hold one MTU frame"),
-                ));
-            }
-            if index.insert(p.name.clone(), pi).is_some() {
-                return Err(self.err(key("name"), format!("duplicate port `{}`", p.name)));
-            }
-            ports.push(PortSpec {
-                name: p.name.clone(),
-                iface: p.iface.clone().unwrap_or_else(|| p.name.clone()),
-                mac: self.port_mac(&s.name, p),
-                rate_bps: rate,
-                delay_ps: st.delay.or(d.delay).unwrap_or(Time(0)).0,
-                queues,
-                queue_limit: limit,
-                scheduler: st.scheduler.or(d.scheduler).unwrap_or_default(),
-                quantum,
-                strict,
-                prio_source: st.prio_source.or(d.prio_source).unwrap_or_default(),
-                prio_map,
-                flood: st.flood.or(d.flood).unwrap_or(true),
-                mtu,
-                peer_mac: self
-                    .peer(&Endpoint::Port(s.name.clone(), p.name.clone()))
-                    .and_then(|e| self.endpoint_mac(&e)),
-            });
-        }
-        let mut routes = Vec::new();
-        for (ri, r) in s.routes.iter().enumerate() {
-            let key = |k: &str| format!("switch[{si}].route[{ri}].{k}");
-            let (addr, len) = parse_cidr(&r.prefix).map_err(|e| self.err(key("prefix"), e))?;
-            if r.via.is_empty() {
-                return Err(self.err(key("via"), "a route needs at least one port"));
-            }
-            let mut via = Vec::new();
-            for v in &r.via {
-                let pi = *index.get(v).ok_or_else(|| {
-                    self.err(key("via"), format!("no port `{v}` on switch `{}`", s.name))
-                })?;
-                let mac = ports[pi].peer_mac.ok_or_else(|| {
-                    self.err(
-                        key("via"),
-                        format!("port `{v}` is not linked to anything, so its next hop is unknown"),
-                    )
-                })?;
-                via.push((pi, mac));
-            }
-            routes.push(RouteSpec { addr, len, via });
-        }
-        // Every host's MAC, toward the port on the shortest path to it: static entries, so a
-        // testbed forwards from the first frame without flooding (configured entries win).
-        let mut macs: Vec<(MacAddr, usize)> = self
-            .host_ports(&s.name)
-            .into_iter()
-            .filter_map(|(h, p)| index.get(&p).map(|&pi| (h, pi)))
-            .collect();
-        for (mi, m) in s.macs.iter().enumerate() {
-            let pi = *index.get(&m.port).ok_or_else(|| {
-                self.err(
-                    format!("switch[{si}].mac[{mi}].port"),
-                    format!("no port `{}`", m.port),
-                )
-            })?;
-            macs.push((m.mac, pi));
-        }
-        if let Some(b) = &s.buffer {
-            b.validate()
-                .map_err(|e| self.err(format!("switch[{si}].buffer"), e.to_string()))?;
-        }
-        let bfc = if s.scheme.is_bfc() {
-            Some(self.bfc_spec(si, s, &index)?)
-        } else {
-            None
-        };
-        Ok(SwitchSpec {
-            name: s.name.clone(),
-            seed: s.seed,
-            learning: s.learning,
-            ports,
-            routes,
-            macs,
-            buffer: s.buffer.clone(),
-            pfc: s.pfc.clone(),
-            watchdog: s.watchdog,
-            bfc,
-        })
-    }
-
-    /// Whether switch `name` runs a BFC scheme.
-    pub fn runs_bfc(&self, name: &str) -> bool {
-        self.switches
-            .iter()
-            .any(|s| s.name == name && s.scheme.is_bfc())
-    }
-
-    fn bfc_spec(
-        &self,
-        si: usize,
-        s: &SwitchConfig,
-        index: &BTreeMap<String, usize>,
-    ) -> Result<BfcSpec, ConfigError> {
-        let d = s.bfc.clone().unwrap_or_default();
-        let key = |k: &str| format!("switch[{si}].bfc.{k}");
-        let port = |k: &str, n: &str| {
-            index
-                .get(n)
-                .copied()
-                .ok_or_else(|| self.err(key(k), format!("no port `{n}` on switch `{}`", s.name)))
-        };
-        let peer = |p: &PortConfig| self.peer(&Endpoint::Port(s.name.clone(), p.name.clone()));
-        let mut shim: Vec<bool> = s
-            .ports
-            .iter()
-            .map(|p| matches!(peer(p), Some(Endpoint::Port(sw, _)) if self.runs_bfc(&sw)))
-            .collect();
-        for n in &d.shim_ports {
-            shim[port("shim_ports", n)?] = true;
-        }
-        let has_hosts = |sw: &str| {
-            self.endpoints().iter().any(|(a, b)| {
-                matches!((a, b), (Endpoint::Host(_), Endpoint::Port(x, _)) | (Endpoint::Port(x, _), Endpoint::Host(_)) if x == sw)
-            })
-        };
-        let uplinks: Vec<usize> = match &d.uplinks {
-            Some(v) => v
-                .iter()
-                .map(|n| port("uplinks", n))
-                .collect::<Result<_, _>>()?,
-            None => s
-                .ports
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| matches!(peer(p), Some(Endpoint::Port(sw, _)) if !has_hosts(&sw)))
-                .map(|(i, _)| i)
-                .collect(),
-        };
-        let mut elide: Vec<(usize, usize)> = uplinks
-            .iter()
-            .flat_map(|&a| uplinks.iter().map(move |&b| (a, b)))
-            .collect();
-        for [a, b] in &d.elide {
-            elide.push((port("elide", a)?, port("elide", b)?));
-        }
-        let mut config = flowctl::BfcConfig {
-            assignment: match s.scheme {
-                Scheme::BfcStochastic => flowctl::Assignment::Stochastic,
-                Scheme::BfcSingle => flowctl::Assignment::Single,
-                _ => flowctl::Assignment::Dynamic,
-            },
-            hrtt_ps: d.hrtt.map(|t| t.0),
-            th_bytes: d.threshold.map(|t| t.0),
-            refresh_ps: d.refresh.map(|t| t.0),
-            seed: u64::from(s.seed),
-            resume: d.resume,
-            ..flowctl::BfcConfig::default()
-        };
-        if let Some(f) = d.table_factor {
-            if !(1..=100_000).contains(&f) {
-                return Err(self.err(key("table_factor"), format!("{f}: must be 1..=100000")));
-            }
-            config.table_factor = f;
-        }
-        if let Some(n) = d.sticky_hrtts {
-            if n == 0 {
-                return Err(self.err(key("sticky_hrtts"), "must be > 0"));
-            }
-            config.sticky_hrtts = n;
-        }
-        Ok(BfcSpec {
-            config,
-            elide,
-            shim,
-        })
+        Ok(r.switches.swap_remove(i as usize).spec)
     }
 }
 

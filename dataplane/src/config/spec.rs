@@ -1,0 +1,63 @@
+//! Resolved settings of one switch (`SwitchSpec`): what the pipeline is built from, with
+//! defaults applied and names turned into port indices.
+
+use super::{PrioSource, SchedKind};
+use crate::wire::MacAddr;
+use std::net::Ipv4Addr;
+
+/// Resolved BFC settings of a switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BfcSpec {
+    pub config: flowctl::BfcConfig,
+    /// ⟨ingress, egress⟩ port pairs without backpressure.
+    pub elide: Vec<(usize, usize)>,
+    /// Per port: push the data shim on egress (the peer speaks BFC).
+    pub shim: Vec<bool>,
+}
+
+/// Fully resolved settings of one port.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSpec {
+    pub name: String,
+    pub iface: String,
+    pub mac: MacAddr,
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+    pub queues: usize,
+    pub queue_limit: u64,
+    pub scheduler: SchedKind,
+    pub quantum: u64,
+    pub strict: Vec<usize>,
+    pub prio_source: PrioSource,
+    pub prio_map: [usize; 8],
+    pub flood: bool,
+    pub mtu: u32,
+    /// MAC of the device at the other end of the link, if known from the topology.
+    pub peer_mac: Option<MacAddr>,
+}
+
+/// A resolved route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+    /// (port index, next-hop MAC)
+    pub via: Vec<(usize, MacAddr)>,
+}
+
+/// Everything one switch needs, resolved from the topology.
+#[derive(Debug, Clone)]
+pub struct SwitchSpec {
+    pub name: String,
+    pub seed: u32,
+    pub learning: bool,
+    pub ports: Vec<PortSpec>,
+    pub routes: Vec<RouteSpec>,
+    /// (MAC, port index)
+    pub macs: Vec<(MacAddr, usize)>,
+    pub buffer: Option<mmu::MmuConfig>,
+    pub pfc: Option<flowctl::PfcConfig>,
+    pub watchdog: Option<flowctl::WatchdogConfig>,
+    /// BFC (`scheme = "bfc"` and variants).
+    pub bfc: Option<BfcSpec>,
+}
