@@ -285,14 +285,15 @@ impl Bfc {
             }
             Assignment::Single => 0,
         });
-        let stats = &self.shared.ports[egress];
+        // The counters are looked up only when one moves (most packets follow their entry).
         if placed.fresh {
+            let stats = &self.shared.ports[egress];
             stats.assignments.add(1);
             if nonempty & (1 << placed.queue) != 0 {
                 stats.collisions.add(1);
             }
         } else if placed.index_collision {
-            stats.table_collisions.add(1);
+            self.shared.ports[egress].table_collisions.add(1);
         }
         Assigned {
             queue: placed.queue,
