@@ -2,6 +2,8 @@
 //! the switch pipeline that ties them together. Scheme logic lives in `mmu`, `flowctl` and
 //! `loadbal`; this crate calls it.
 
+#![deny(unsafe_code)]
+
 pub mod buffer;
 pub mod clock;
 pub mod config;
@@ -13,6 +15,7 @@ pub mod host;
 pub mod link;
 pub mod parse;
 pub mod pipeline;
+#[allow(unsafe_code)]
 pub mod port;
 pub mod queue;
 pub mod rng;

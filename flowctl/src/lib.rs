@@ -7,6 +7,11 @@
 //! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
 //! * [`bfc`]: Backpressure Flow Control (queue assignment, pause counters, signals).
 
+#![forbid(unsafe_code)]
+// The shipped library obeys clippy.toml (no clocks, threads, files, sockets); unit tests may
+// spawn threads to exercise the one object made to be shared across them (the AFC ring).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 pub mod afc;
 pub mod bfc;
 pub mod pfc;

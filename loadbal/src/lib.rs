@@ -4,6 +4,8 @@
 //! deliberately simple and documented bit for bit so that another switch (Pyrrha's path calculation)
 //! or an offline script can recompute which path a flow takes.
 
+#![forbid(unsafe_code)]
+
 pub mod ecmp;
 pub mod policy;
 

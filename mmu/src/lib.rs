@@ -18,6 +18,8 @@
 //! Accounting is in cells (`ceil(len / cell_bytes)`); a packet is charged whole to one
 //! ingress segment, recorded in its ticket.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod dsh;
 pub mod ecn;

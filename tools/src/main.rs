@@ -1,6 +1,8 @@
 //! `xoff`: the command-line edge of Xoff. Logic lives in the library crates; this file parses
 //! arguments, reports errors and wires things together.
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod experiment;
 mod host;

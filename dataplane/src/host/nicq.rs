@@ -24,7 +24,8 @@
 //!   overwrites the bits of the queues it covers.
 
 use flowctl::wire::signal::{Frame, Signal, SignalRepr};
-use std::collections::{BTreeMap, VecDeque};
+use rustc_hash::FxBuildHasher;
+use std::collections::VecDeque;
 
 /// The most queues a NIC has (what a signal frame can name).
 pub const MAX_QUEUES: usize = flowctl::wire::signal::BITMAP_QUEUES;
@@ -34,8 +35,8 @@ pub const MAX_QUEUES: usize = flowctl::wire::signal::BITMAP_QUEUES;
 #[derive(Debug)]
 pub struct NicQueues<T> {
     queues: Vec<VecDeque<T>>,
-    /// Flow key → NIC queue.
-    flows: BTreeMap<u32, u8>,
+    /// Flow key → NIC queue (looked up per packet, never iterated: a hash map).
+    flows: hashbrown::HashMap<u32, u8, FxBuildHasher>,
     /// Per queue: flows assigned.
     load: Vec<u32>,
     /// Rotating start of the search for a queue for a new flow.
@@ -54,7 +55,7 @@ impl<T> Default for NicQueues<T> {
     fn default() -> Self {
         NicQueues {
             queues: Vec::new(),
-            flows: BTreeMap::new(),
+            flows: hashbrown::HashMap::default(),
             load: Vec::new(),
             next: 0,
             rr: 0,
