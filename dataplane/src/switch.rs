@@ -75,6 +75,9 @@ impl SwitchShared {
                 .collect(),
             mmu,
             pfc: None,
+            afc_applied: self.afc.applied(),
+            afc_refused: self.afc.refused(),
+            afc_ring_full: None,
         }
     }
 }

@@ -623,6 +623,21 @@ impl<'a> ShmRing<'a> {
         })
     }
 
+    /// The ring in memory this process initialised itself (with [`init`](Self::init)):
+    /// checks only that the views fit `layout`, not the header, which others may overwrite.
+    pub fn new(
+        header: &'a [AtomicU64],
+        lanes: &'a [AtomicU32],
+        layout: ShmLayout,
+    ) -> Result<ShmRing<'a>, AfcError> {
+        Self::check_views(header, lanes, layout)?;
+        Ok(ShmRing {
+            header,
+            lanes,
+            layout,
+        })
+    }
+
     /// Length of the header's `u64` view.
     pub const HEADER_WORDS: usize = SHM_HEADER_BYTES / 8;
 
