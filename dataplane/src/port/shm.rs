@@ -49,7 +49,7 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes of `fd` shared, read-write. `len` must be at least the ring header.
     fn new(fd: impl AsFd, len: usize) -> nix::Result<Mapping> {
-        if len < SHM_HEADER_BYTES || len % 4 != 0 {
+        if len < SHM_HEADER_BYTES || !len.is_multiple_of(4) {
             return Err(nix::Error::EINVAL);
         }
         let n = NonZeroUsize::new(len).ok_or(nix::Error::EINVAL)?;
