@@ -657,9 +657,10 @@ impl<'a> ShmRing<'a> {
         self.layout
     }
 
+    /// Lane `i` (< lanes; a larger `i` panics).
     fn lane(&self, i: u32) -> &'a [AtomicU32] {
         let n = self.layout.lane_bytes() / 4;
-        let i = i as usize % self.layout.lanes as usize;
+        let i = i as usize;
         &self.lanes[i * n..(i + 1) * n]
     }
 
@@ -667,7 +668,7 @@ impl<'a> ShmRing<'a> {
     /// only writer (see the module doc for how processes agree on that).
     pub fn producer(&self, i: u32) -> ShmProducer<'a> {
         ShmProducer {
-            lane: self.lane(i),
+            lane: self.lane(i % self.layout.lanes),
             mask: self.layout.capacity - 1,
         }
     }
@@ -683,8 +684,13 @@ impl<'a> ShmRing<'a> {
             if taken >= max {
                 break;
             }
+            // No `%` on this path: it runs every worker round, and a division costs more
+            // than looking at an idle lane.
+            if *cursor >= self.layout.lanes {
+                *cursor = 0;
+            }
             let lane = self.lane(*cursor);
-            *cursor = (*cursor + 1) % self.layout.lanes;
+            *cursor += 1;
             let tail = lane[L_TAIL].load(Ordering::Acquire);
             let mut head = lane[L_HEAD].load(Ordering::Relaxed);
             let avail = tail.wrapping_sub(head);
