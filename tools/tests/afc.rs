@@ -164,6 +164,26 @@ fn python_controller_pauses_and_resumes_a_queue_under_traffic() {
     }
     let c = afc_ok(&bed, &["counters"]);
     assert_eq!(fields(&c, &["applied", "refused", "full"]), [2.0, 1.0, 0.0]);
+    // `xoff ctl pause|resume` goes through the same AFC unit and is counted with the ring's
+    // words (the ring's own header counts only ring words).
+    let ctl = |args: &[&str]| {
+        Command::new(xoff())
+            .args(["ctl", "--testbed", &bed.name, "--switch", "s1"])
+            .args(args)
+            .output()
+            .expect("xoff ctl")
+            .status
+            .success()
+    };
+    assert!(ctl(&["pause", "--port", &p, "--queue", &q]));
+    assert!(!bed.ping("h1", "10.0.0.2"), "ping crossed a paused queue");
+    assert!(ctl(&["resume", "--port", &p, "--queue", &q]));
+    assert!(bed.ping("h1", "10.0.0.2"), "ping blocked after the resume");
+    assert!(!ctl(&["pause", "--port", "9", "--queue", "0"]));
+    let s = ctl_stats(&bed);
+    assert_eq!((s.afc_applied, s.afc_refused), (4, 2));
+    let c = afc_ok(&bed, &["counters"]);
+    assert_eq!(fields(&c, &["applied", "refused", "full"]), [2.0, 1.0, 0.0]);
 }
 
 #[test]
