@@ -1,7 +1,9 @@
 //! The control socket of a running switch: a Unix stream socket (mode 0600) answering one
 //! request per line with one JSON document per line.
 //!
-//! Requests: `stats`; `pause <port> <queue>`; `resume <port> <queue>`.
+//! Requests: `stats`; `pause <port> <queue>`; `resume <port> <queue>`. External controllers
+//! that need microseconds rather than a socket round trip write the AFC ring next to the socket
+//! instead ([`afc_path`], `dataplane::port::shm`).
 
 use crate::stats::SwitchSnapshot;
 use serde::{Deserialize, Serialize};
@@ -114,4 +116,10 @@ pub fn request(path: &Path, req: &Request) -> std::io::Result<Response> {
 /// Default socket of switch `name`.
 pub fn default_socket(name: &str) -> PathBuf {
     PathBuf::from(format!("/run/xoff/{name}.sock"))
+}
+
+/// The AFC command ring of switch `name` whose control socket is `sock`: `NAME.afc` in the
+/// same directory.
+pub fn afc_path(sock: &Path, name: &str) -> PathBuf {
+    sock.with_file_name(format!("{name}.afc"))
 }

@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub xdp_mode: Option<XdpMode>,
     /// UMEM chunks; computed from the buffer and rings when `None`.
     pub umem_frames: Option<u32>,
+    /// Shared-memory AFC command ring for external controllers, drained by worker 0.
+    pub afc: Option<Arc<crate::port::shm::AfcShm>>,
 }
 
 impl Default for RunOptions {
@@ -55,6 +57,7 @@ impl Default for RunOptions {
             batch: 64,
             xdp_mode: None,
             umem_frames: None,
+            afc: None,
         }
     }
 }
@@ -175,6 +178,7 @@ struct Worker {
     stop: Arc<AtomicBool>,
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
+    afc: Option<Arc<crate::port::shm::AfcShm>>,
 }
 
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
@@ -237,6 +241,7 @@ pub fn start(
             stop: stop.clone(),
             mmu_stats: mmu_stats.clone(),
             fc_stats: fc_stats.clone(),
+            afc: opts.afc.clone().filter(|_| w == 0),
         };
         threads.push(
             std::thread::Builder::new()
@@ -288,6 +293,9 @@ impl Worker {
             while let Some(h) = self.boxes[self.id].ring.pop() {
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
                 work += 1;
+            }
+            if let Some(a) = &self.afc {
+                work += a.poll(&self.sw.shared.afc, now);
             }
             let mut dead = Vec::new();
             for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
@@ -401,6 +409,9 @@ impl Worker {
     /// Sleeps until a frame arrives, another worker hands one over, or the shaper is due.
     fn sleep(&mut self, now: u64) {
         let mut wake_at = now + 10_000_000_000; // 10 ms: check stop and link state
+        if self.afc.is_some() {
+            wake_at = now + crate::port::shm::AfcShm::IDLE_POLL_PS;
+        }
         for (i, (pid, _)) in self.ports.iter().enumerate() {
             if !self.pending[i].is_empty() {
                 wake_at = now + 20_000_000; // TX ring was full: retry soon

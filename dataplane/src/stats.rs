@@ -283,6 +283,15 @@ pub struct SwitchSnapshot {
     /// pauses/resumes per queue, collisions, active queues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<crate::scheme::StatsSet>,
+    /// Pause/resume commands the AFC unit applied and refused (no such port or queue), from
+    /// every source: PFC, BFC, `xoff ctl`, the shared-memory ring.
+    #[serde(default)]
+    pub afc_applied: u64,
+    #[serde(default)]
+    pub afc_refused: u64,
+    /// Commands external controllers could not write because their ring lane was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afc_ring_full: Option<u64>,
 }
 
 impl SwitchSnapshot {

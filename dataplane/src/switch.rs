@@ -73,6 +73,9 @@ impl SwitchShared {
                 .collect(),
             mmu,
             pfc: None,
+            afc_applied: self.afc.applied(),
+            afc_refused: self.afc.refused(),
+            afc_ring_full: None,
         }
     }
 }

@@ -18,7 +18,7 @@ pub mod pfc;
 pub mod watchdog;
 pub mod wire;
 
-pub use afc::{Afc, AfcCmd, AfcError, AfcRing, PauseRegs};
+pub use afc::{Afc, AfcCmd, AfcError, AfcRing, PauseRegs, ShmLayout, ShmProducer, ShmRing};
 pub use bfc::{Assignment, Bfc, BfcConfig, BfcError, BfcPort, BfcShared};
 pub use pfc::{Pfc, PfcConfig, PfcCounters, PfcError, PfcEvent, PfcPort, PfcTx};
 pub use watchdog::{QueueView, Watchdog, WatchdogConfig, WdAction, WdCounters, WdEvent};

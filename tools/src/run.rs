@@ -3,10 +3,12 @@
 use anyhow::{bail, Result};
 use dataplane::ctl::{self, Request, Response};
 use dataplane::port::bpf::XdpMode;
+use dataplane::port::shm::AfcShm;
 use dataplane::port::xsk::ifindex;
 use dataplane::runtime::{self, PollMode, RunOptions};
 use dataplane::{ConfigError, Topology};
-use std::path::PathBuf;
+use flowctl::afc::ShmLayout;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +36,16 @@ pub struct RunArgs {
     /// RX burst size.
     #[arg(long, default_value_t = 64)]
     batch: usize,
+    /// Shared-memory AFC command ring for external controllers (default: NAME.afc next to
+    /// the control socket; `none` to run without one).
+    #[arg(long)]
+    afc: Option<PathBuf>,
 }
+
+/// Lanes (concurrent controller processes) of the AFC ring.
+const AFC_LANES: u32 = 8;
+/// Command words each lane holds.
+const AFC_CAPACITY: u32 = 1024;
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let topo = Topology::load(&a.config)?;
@@ -68,14 +79,38 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    let name = spec.name.clone();
+    let sock = a.ctl.clone().unwrap_or_else(|| ctl::default_socket(&name));
+    let afc_path = match a.afc.as_deref() {
+        Some(p) if p == Path::new("none") => None,
+        Some(p) => Some(p.to_path_buf()),
+        None => Some(ctl::afc_path(&sock, &name)),
+    };
+    let afc = match &afc_path {
+        Some(p) => {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            // One credit = one PFC quantum (512 bit times) of the target port, so a
+            // controller can mirror PFC pause times.
+            let credit_ps = spec
+                .ports
+                .iter()
+                .map(|p| flowctl::wire::pfc::quanta_to_ps(1, p.rate_bps))
+                .collect();
+            let layout = ShmLayout::new(AFC_LANES, AFC_CAPACITY)?;
+            Some(Arc::new(AfcShm::create(p, layout, credit_ps)?))
+        }
+        None => None,
+    };
     let opts = RunOptions {
         workers: a.workers,
         poll,
         batch: a.batch,
         xdp_mode,
         umem_frames: None,
+        afc: afc.clone(),
     };
-    let name = spec.name.clone();
     let ports: Vec<(String, u64, u64)> = spec
         .ports
         .iter()
@@ -91,11 +126,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
             eprintln!("  {r:?}");
         }
     }
-    let sock = a.ctl.clone().unwrap_or_else(|| ctl::default_socket(&name));
     let r2 = running.clone();
     let shared = running.shared.clone();
+    let afc2 = afc.clone();
     ctl::serve(&sock, move |req| match req {
-        Request::Stats => Response::Stats(Box::new(r2.snapshot())),
+        Request::Stats => {
+            let mut s = r2.snapshot();
+            s.afc_ring_full = afc2.as_ref().map(|r| r.ring().full());
+            Response::Stats(Box::new(s))
+        }
         Request::Pause { port, queue } => {
             // An untimed pause as the AFC word (credit 0) that a P4 program would write.
             let cmd = u16::try_from(port)
@@ -112,12 +151,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
         },
     })?;
-    tracing::info!(switch = %name, socket = %sock.display(), workers = opts.workers, "running");
+    tracing::info!(switch = %name, socket = %sock.display(), afc = ?afc_path, workers = opts.workers, "running");
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
     tracing::info!(switch = %name, "stopping");
     let _ = std::fs::remove_file(&sock);
     running.join();
+    if let Some(p) = &afc_path {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(0)
 }

@@ -93,11 +93,10 @@ impl<'a> Builder<'a> {
         for s in &self.r.switches {
             let n = s.spec.ports.len();
             let shared = SwitchShared::new(s.spec.clone());
-            let egress =
-                Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
-                    switch: s.spec.name.clone(),
-                    err: e,
-                })?;
+            let egress = Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
+                switch: s.spec.name.clone(),
+                err: e,
+            })?;
             nodes.push(SwitchNode {
                 name: s.spec.name.clone(),
                 egress,

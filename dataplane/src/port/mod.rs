@@ -7,6 +7,7 @@
 //! outside this module.
 
 pub mod bpf;
+pub mod shm;
 pub mod sys;
 pub mod xsk;
 

@@ -1,0 +1,342 @@
+//! Shared memory for the AFC command ring: the file a switch exposes so that a controller in
+//! another process can pause and resume queues without the control socket.
+//!
+//! Only the mapping lives here (it is `unsafe`); the ring protocol and the byte layout are
+//! [`flowctl::afc::ShmRing`]. The switch creates the file ([`AfcShm`]); a Rust controller
+//! opens it with [`AfcProducer`], which claims a lane with an open-file-description lock so
+//! that it can share the ring with Python or C writers and with its own other threads.
+//!
+//! The mapping is only ever read and written through atomics, so concurrent writes from other
+//! processes are well-defined data races the protocol tolerates. A process that shrinks the
+//! file under a mapping makes the next access fault (SIGBUS); the file is mode 0600 and owned by
+//! the switch's user, so only that user can.
+
+use flowctl::afc::{Afc, AfcCmd, AfcError, ShmLayout, ShmRing, SHM_HEADER_BYTES};
+use nix::fcntl::{self, FcntlArg, OFlag};
+use nix::sys::mman::{self, MapFlags, ProtFlags};
+use nix::sys::stat::{self, Mode};
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Errors creating or opening a command ring file.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    #[error("{path}: {source}")]
+    Sys { path: PathBuf, source: nix::Error },
+    #[error("{path}: {source}")]
+    Ring { path: PathBuf, source: AfcError },
+    #[error("{0}: every lane is held by another writer")]
+    NoLane(PathBuf),
+}
+
+/// A shared read-write mapping of a whole file, unmapped on drop.
+#[derive(Debug)]
+struct Mapping {
+    ptr: NonNull<c_void>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory that is only accessed through atomics (see
+// `header`/`lanes`), so handing it to or sharing it with other threads is sound.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` only gives out `&[Atomic*]`.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` shared, read-write. `len` must be at least the ring header.
+    fn new(fd: impl AsFd, len: usize) -> nix::Result<Mapping> {
+        if len < SHM_HEADER_BYTES || !len.is_multiple_of(4) {
+            return Err(nix::Error::EINVAL);
+        }
+        let n = NonZeroUsize::new(len).ok_or(nix::Error::EINVAL)?;
+        // SAFETY: a fresh mapping chosen by the kernel (no address hint), so it aliases no Rust
+        // object; the fd is a regular file at least `len` bytes long (checked by callers).
+        let ptr = unsafe {
+            mman::mmap(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )?
+        };
+        Ok(Mapping { ptr, len })
+    }
+
+    /// The header as `u64`s.
+    fn header(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is page-aligned and at least `SHM_HEADER_BYTES` long (checked in
+        // `new`), lives as long as `&self`, and `AtomicU64` has the size and alignment of
+        // `u64`; every access goes through the atomics.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr() as *const AtomicU64, SHM_HEADER_BYTES / 8)
+        }
+    }
+
+    /// Everything after the header as `u32`s.
+    fn lanes(&self) -> &[AtomicU32] {
+        // SAFETY: the bytes from `SHM_HEADER_BYTES` (a multiple of 4) to `len` (a multiple of 4,
+        // checked in `new`) lie inside the live mapping; `AtomicU32` has the layout of `u32`.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self.ptr.as_ptr() as *const u8).add(SHM_HEADER_BYTES) as *const AtomicU32,
+                (self.len - SHM_HEADER_BYTES) / 4,
+            )
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned, and no slice of the mapping
+        // outlives `&self`.
+        let _ = unsafe { mman::munmap(self.ptr, self.len) };
+    }
+}
+
+/// The switch's end: a ring file it created and drains into its AFC unit.
+#[derive(Debug)]
+pub struct AfcShm {
+    map: Mapping,
+    layout: ShmLayout,
+    path: PathBuf,
+    /// Picoseconds one credit unit pauses, per port.
+    credit_ps: Box<[u64]>,
+    /// Lane the next drain starts at (only the draining worker touches it).
+    cursor: AtomicU32,
+    _fd: OwnedFd,
+}
+
+impl AfcShm {
+    /// Longest an idle adaptive worker sleeps while a ring is attached: the bound on how long
+    /// a command written to an idle switch waits (a busy worker looks every loop round).
+    pub const IDLE_POLL_PS: u64 = 1_000_000_000;
+
+    /// Words applied per worker loop round at most, so that a flood of commands cannot starve
+    /// forwarding.
+    pub const BURST: usize = 256;
+
+    /// Creates the ring file at `path` (replacing any stale one), mode 0600, and maps it.
+    /// `credit_ps[p]` is how long one credit unit pauses a queue of port `p`.
+    pub fn create(path: &Path, layout: ShmLayout, credit_ps: Vec<u64>) -> Result<AfcShm, ShmError> {
+        let sys = |source| ShmError::Sys {
+            path: path.to_path_buf(),
+            source,
+        };
+        // A producer still mapping the old file keeps its inode and never sees this one.
+        match nix::unistd::unlink(path) {
+            Ok(()) | Err(nix::Error::ENOENT) => {}
+            Err(e) => return Err(sys(e)),
+        }
+        let fd = fcntl::open(
+            path,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(sys)?;
+        nix::unistd::ftruncate(&fd, layout.bytes() as i64).map_err(sys)?;
+        let map = Mapping::new(&fd, layout.bytes()).map_err(sys)?;
+        let poll_us = Self::IDLE_POLL_PS / 1_000_000;
+        ShmRing::init(map.header(), map.lanes(), layout, poll_us).map_err(|source| {
+            ShmError::Ring {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        Ok(AfcShm {
+            map,
+            layout,
+            path: path.to_path_buf(),
+            credit_ps: credit_ps.into(),
+            cursor: AtomicU32::new(0),
+            _fd: fd,
+        })
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> ShmRing<'_> {
+        ShmRing::new(self.map.header(), self.map.lanes(), self.layout)
+            .expect("mapping sized for its own layout")
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Applies up to [`BURST`](Self::BURST) waiting words to `afc` at time `now`; returns how
+    /// many were taken. Words for unknown ports or queues are refused and counted by `afc`.
+    pub fn poll(&self, afc: &Afc, now: u64) -> usize {
+        let mut cur = self.cursor.load(Ordering::Relaxed);
+        let n = self.ring().drain(&mut cur, Self::BURST, |w| {
+            let Ok(cmd) = AfcCmd::decode(w) else {
+                afc.count_refused();
+                return false;
+            };
+            let unit = self
+                .credit_ps
+                .get(usize::from(cmd.port()))
+                .copied()
+                .unwrap_or(0);
+            afc.apply(cmd, now, unit).is_ok()
+        });
+        self.cursor.store(cur, Ordering::Relaxed);
+        n
+    }
+}
+
+/// A controller's end: one lane of a switch's ring, held until dropped.
+#[derive(Debug)]
+pub struct AfcProducer {
+    map: Mapping,
+    layout: ShmLayout,
+    lane: u32,
+    /// Holds the lane's lock: an open-file-description lock belongs to this descriptor, so
+    /// two producers in one process still get different lanes.
+    _fd: OwnedFd,
+}
+
+impl AfcProducer {
+    /// Opens the ring at `path` and claims the first free lane.
+    pub fn open(path: &Path) -> Result<AfcProducer, ShmError> {
+        let sys = |source| ShmError::Sys {
+            path: path.to_path_buf(),
+            source,
+        };
+        let fd = fcntl::open(path, OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty()).map_err(sys)?;
+        let len = usize::try_from(stat::fstat(&fd).map_err(sys)?.st_size)
+            .map_err(|_| sys(nix::Error::EINVAL))?;
+        let map = Mapping::new(&fd, len).map_err(sys)?;
+        let layout = ShmRing::attach(map.header(), map.lanes())
+            .map_err(|source| ShmError::Ring {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .layout();
+        for lane in 0..layout.lanes() {
+            let lock = libc::flock {
+                l_type: libc::F_WRLCK as i16,
+                l_whence: libc::SEEK_SET as i16,
+                l_start: i64::from(lane),
+                l_len: 1,
+                l_pid: 0,
+            };
+            match fcntl::fcntl(&fd, FcntlArg::F_OFD_SETLK(&lock)) {
+                Ok(_) => {
+                    return Ok(AfcProducer {
+                        map,
+                        layout,
+                        lane,
+                        _fd: fd,
+                    })
+                }
+                Err(nix::Error::EAGAIN | nix::Error::EACCES) => continue,
+                Err(e) => return Err(sys(e)),
+            }
+        }
+        Err(ShmError::NoLane(path.to_path_buf()))
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> ShmRing<'_> {
+        ShmRing::new(self.map.header(), self.map.lanes(), self.layout)
+            .expect("mapping checked against its layout at open")
+    }
+
+    /// The lane this producer holds.
+    pub fn lane(&self) -> u32 {
+        self.lane
+    }
+
+    /// Writes one command; a full lane refuses it at once (counted in the ring's header).
+    pub fn push(&self, cmd: AfcCmd) -> Result<(), AfcError> {
+        self.ring().producer(self.lane).push(cmd)
+    }
+
+    /// Writes one raw word; a full lane refuses it at once.
+    pub fn push_word(&self, word: u32) -> Result<(), AfcError> {
+        self.ring().producer(self.lane).push_word(word)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("xoff-shm-{tag}-{}.afc", std::process::id()))
+    }
+
+    #[test]
+    fn file_ring_between_producers_and_switch() {
+        let path = tmp("ring");
+        let layout = ShmLayout::new(2, 4).unwrap();
+        let sw = AfcShm::create(&path, layout, vec![1_000, 2_000]).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), layout.bytes() as u64);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+            0o600
+        );
+        // Two producers in one process get the two lanes; a third finds none.
+        let a = AfcProducer::open(&path).unwrap();
+        let b = AfcProducer::open(&path).unwrap();
+        assert_ne!(a.lane(), b.lane());
+        assert!(matches!(AfcProducer::open(&path), Err(ShmError::NoLane(_))));
+        let afc = Afc::new([8, 8]);
+        a.push(AfcCmd::pause(1, 3, 10).unwrap()).unwrap();
+        b.push(AfcCmd::pause(0, 2, 0).unwrap()).unwrap();
+        b.push(AfcCmd::pause(5, 0, 0).unwrap()).unwrap(); // no port 5
+        assert_eq!(sw.poll(&afc, 100), 3);
+        // Credit 10 on port 1 at 2 000 ps per unit.
+        assert!(afc.port(1).is_paused(3, 100 + 19_999));
+        assert!(!afc.port(1).is_paused(3, 100 + 20_000));
+        assert!(afc.port(0).is_paused(2, u64::MAX - 1));
+        assert_eq!((afc.applied(), afc.refused()), (2, 1));
+        assert_eq!((sw.ring().applied(), sw.ring().refused()), (2, 1));
+        // A full lane refuses without waiting; the switch sees the count.
+        for _ in 0..4 {
+            a.push(AfcCmd::resume(0, 2).unwrap()).unwrap();
+        }
+        assert_eq!(
+            a.push(AfcCmd::resume(0, 2).unwrap()),
+            Err(AfcError::RingFull)
+        );
+        assert_eq!(sw.ring().full(), 1);
+        assert_eq!(sw.poll(&afc, 200), 4);
+        assert!(!afc.port(0).is_paused(2, 201));
+        // Dropping a producer frees its lane.
+        drop(a);
+        let c = AfcProducer::open(&path).unwrap();
+        c.push(AfcCmd::pause(0, 1, 0).unwrap()).unwrap();
+        assert_eq!(sw.poll(&afc, 300), 1);
+        assert!(afc.port(0).is_paused(1, 301));
+        // A new switch replaces the file; old producers keep writing into the old one.
+        drop(sw);
+        let sw2 = AfcShm::create(&path, layout, vec![1; 2]).unwrap();
+        c.push(AfcCmd::pause(0, 0, 0).unwrap()).unwrap();
+        assert_eq!(sw2.poll(&afc, 400), 0);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn open_rejects_a_file_that_is_not_a_ring() {
+        let path = tmp("junk");
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        assert!(matches!(
+            AfcProducer::open(&path),
+            Err(ShmError::Ring { .. })
+        ));
+        std::fs::write(&path, b"XAFC").unwrap();
+        assert!(matches!(
+            AfcProducer::open(&path),
+            Err(ShmError::Sys { .. })
+        ));
+        std::fs::remove_file(&path).unwrap();
+    }
+}
