@@ -747,7 +747,12 @@ mod tests {
             let (out, next) = r.next_hop(s, t).expect("a route");
             let meta = crate::parse::parse(&frame).unwrap();
             match fibs[s as usize].forward(in_port, &meta) {
-                Forward::Route(nh) => {
+                Forward::Route { group, tuple } => {
+                    // The switch's dispatch-time path policy (ECMP with its seed).
+                    let i = loadbal::PathPolicy::ecmp(sw.spec.seed)
+                        .pick(tuple, group.len(), |_| Default::default(), 0)
+                        .expect("a next hop");
+                    let nh = group[i];
                     assert_eq!(nh.port, out, "{}: FIB and model disagree", sw.name());
                     assert_eq!(Some(nh.mac), sw.spec.ports[usize::from(out)].peer_mac);
                     frame[0..6].copy_from_slice(&nh.mac.0);
