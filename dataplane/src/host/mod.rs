@@ -301,7 +301,12 @@ impl HostStack {
         };
         let f = &mut self.tx[i];
         f.rec.acks_rx += 1;
+        f.rec.max_rtt_ps = f.rec.max_rtt_ps.max(now.saturating_sub(h.sent_ps));
         if h.ack > f.una {
+            if f.una < f.nxt {
+                let stall = now.saturating_sub(f.last_progress);
+                f.rec.max_stall_ps = f.rec.max_stall_ps.max(stall);
+            }
             f.una = h.ack.min(f.pkts);
             f.last_progress = now;
             if f.nxt < f.una {
@@ -423,6 +428,8 @@ impl HostStack {
             for &i in q {
                 let f = &mut self.tx[i];
                 if f.una < f.nxt && now.saturating_sub(f.last_progress) >= rto {
+                    let stall = now.saturating_sub(f.last_progress);
+                    f.rec.max_stall_ps = f.rec.max_stall_ps.max(stall);
                     f.nxt = f.una;
                     f.last_progress = now;
                     f.rec.timeouts += 1;

@@ -27,6 +27,13 @@ pub struct TxRecord {
     pub retx: u64,
     pub timeouts: u64,
     pub acks_rx: u64,
+    /// Largest RTT an ACK echoed (its data packet's `sent_ps` to its arrival), any packet.
+    #[serde(default)]
+    pub max_rtt_ps: u64,
+    /// Longest the retransmission timer ran with data outstanding and no ACK progress (at
+    /// each progress or timeout): how close the flow came to, or how far past, its RTO.
+    #[serde(default)]
+    pub max_stall_ps: u64,
 }
 
 /// What the receiver knows about one flow.
