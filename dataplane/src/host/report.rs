@@ -31,9 +31,20 @@ pub struct TxRecord {
     #[serde(default)]
     pub max_rtt_ps: u64,
     /// Longest the retransmission timer ran with data outstanding and no ACK progress (at
-    /// each progress or timeout): how close the flow came to, or how far past, its RTO.
+    /// each progress or timeout; paused time excluded): how close the flow came to its RTO.
     #[serde(default)]
     pub max_stall_ps: u64,
+    /// SRTT at the end (0: no RTT sample was taken).
+    #[serde(default)]
+    pub srtt_ps: u64,
+    /// RTO at the end, and the largest it was (backoff included).
+    #[serde(default)]
+    pub rto_ps: u64,
+    #[serde(default)]
+    pub max_rto_ps: u64,
+    /// Time the flow's retransmission timer was frozen because the flow was paused.
+    #[serde(default)]
+    pub paused_ps: u64,
 }
 
 /// What the receiver knows about one flow.
