@@ -49,9 +49,14 @@ pub struct HostArgs {
     /// Per-flow in-flight cap (default: 1 BDP at the NIC rate and base RTT).
     #[arg(long)]
     pub window: Option<String>,
-    /// Retransmission timeout (default: max(1 ms, 4 × base RTT)).
+    /// Initial and minimum retransmission timeout (RFC 6298 §2.1, §2.4; default: max(1 ms,
+    /// 4 × base RTT)). Above it the RTO adapts to the measured RTT, backs off on timeouts
+    /// and does not run while the flow is paused (see `dataplane::host`).
     #[arg(long)]
     pub rto: Option<String>,
+    /// Ceiling of the RTO (RFC 6298 §2.5; default: 64 × the minimum).
+    #[arg(long)]
+    pub rto_max: Option<String>,
     /// Ignore received PFC frames.
     #[arg(long)]
     pub ignore_pfc: bool,
@@ -127,6 +132,9 @@ pub fn run(a: HostArgs) -> Result<i32> {
     }
     if let Some(r) = &a.rto {
         cfg.rto_ps = parse_time(r).map_err(|e| anyhow!("--rto: {e}"))?;
+    }
+    if let Some(r) = &a.rto_max {
+        cfg.rto_max_ps = Some(parse_time(r).map_err(|e| anyhow!("--rto-max: {e}"))?);
     }
     cfg.honor_pfc = !a.ignore_pfc;
     if a.bfc_queues > dataplane::host::nicq::MAX_QUEUES {

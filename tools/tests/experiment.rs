@@ -93,6 +93,45 @@ fn series(c: &Value, k: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+/// Diagnostics of a real-frame cell: each sender's per-flow timer record from its host JSON
+/// (`<cell dir>/<host>.json`), so a spurious timeout shows how long the timer ran, against
+/// which RTO, and how long it was frozen by pauses.
+fn print_senders(c: &Value) {
+    let Ok(rd) = std::fs::read_dir(c["dir"].as_str().unwrap_or("")) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let ms = |f: &Value, k: &str| n(f, k) as f64 / 1e9;
+    for p in paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let Some(h) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        for f in h["tx"].as_array().into_iter().flatten() {
+            eprintln!(
+                "  {} flow {}: timeouts {} retx {} max_rtt {:.1} ms max_stall {:.1} ms \
+                 srtt {:.1} ms rto {:.1} ms max_rto {:.1} ms paused {:.1} ms",
+                h["host"].as_str().unwrap_or("?"),
+                n(f, "id"),
+                n(f, "timeouts"),
+                n(f, "retx"),
+                ms(f, "max_rtt_ps"),
+                ms(f, "max_stall_ps"),
+                ms(f, "srtt_ps"),
+                ms(f, "rto_ps"),
+                ms(f, "max_rto_ps"),
+                ms(f, "paused_ps"),
+            );
+        }
+    }
+}
+
 /// PFC cells: every flow completes with zero loss by the receivers' sequence check and zero
 /// XDP_STATISTICS drops (switch ports and host sockets), and no switch drops. The cell without
 /// flow control loses packets.
@@ -119,6 +158,7 @@ fn incast_pfc_is_lossless_and_no_flow_control_is_not() {
             n(c, "pfc_pause_frames"),
             n(s, "retx")
         );
+        print_senders(c);
         assert_eq!(n(s, "flows"), 8, "{c}");
         assert!(
             c["hosts_incomplete"]

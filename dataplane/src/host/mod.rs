@@ -26,18 +26,33 @@
 //! The stack paces its own transmissions at the NIC rate, so frames wait in its NIC queues
 //! (where a pause holds them), not in a FIFO behind a paused frame.
 //!
+//! Retransmission timer (go-back-N on expiry, RFC 6298 otherwise). Each flow has its own
+//! [`rto::RtoEstimator`]: the configured RTO until the first RTT sample (§2.1), then
+//! SRTT + 4·RTTVAR (§2.2, §2.3), never below [`StackConfig::rto_ps`] (§2.4) nor above
+//! [`StackConfig::rto_max_ps`] (§2.5), doubled on each timeout (§5.5) until a valid sample.
+//! One segment per flow is timed at a time, a new one (never a retransmission: Karn, §3); a
+//! timeout drops the measurement. The timer starts when data is sent with none outstanding
+//! (§5.1), restarts on each ACK of new data (§5.3) and stops when all is acknowledged (§5.2).
+//! Unlike TCP, it is frozen while the flow's own priority (PFC) or NIC queue (BFC) is paused
+//! at this host: a pause says the flow's packets are queued in a lossless hop, not lost, and
+//! a PFC-paused 100 Mbit/s port builds tens of ms of queueing, which a fixed RTO mistook for
+//! loss (spurious go-back-N in a lossless run). A pause cannot fire the timer; the time
+//! paused is added to its deadline.
+//!
 //! Not yet: the signals of the other per-hop schemes (Aquarius, Pyrrha), which the switch does
 //! not implement either.
 
 pub mod fabric;
 pub mod nicq;
 pub mod report;
+pub mod rto;
 pub mod wire;
 
 use crate::units::ser_ps;
 use crate::workload::FlowSpec;
 use nicq::NicQueues;
 use report::{RxRecord, TxRecord};
+use rto::RtoEstimator;
 use std::collections::{BTreeMap, VecDeque};
 pub use wire::{Header, FRAME_OVERHEAD, HEADER_LEN};
 
@@ -52,8 +67,11 @@ pub struct StackConfig {
     pub mss: u32,
     /// Per-flow cap on bytes in flight (1 BDP by default).
     pub window_bytes: u64,
-    /// Retransmission timeout, ps.
+    /// Retransmission timeout before a flow's first RTT sample and its floor, ps (RFC 6298
+    /// §2.1 and §2.4, which use 1 s for both).
     pub rto_ps: u64,
+    /// Ceiling of the RTO (RFC 6298 §2.5), ps; `None`: 64 × `rto_ps` (six doublings).
+    pub rto_max_ps: Option<u64>,
     /// Priority of ACKs (`None`: the flow's own).
     pub ack_prio: Option<u8>,
     /// Pause priorities on received PFC frames.
@@ -66,7 +84,8 @@ pub struct StackConfig {
 }
 
 impl StackConfig {
-    /// Defaults: 1500-byte frames, window = `bdp_bytes`, RTO = max(1 ms, 4 × base RTT).
+    /// Defaults: 1500-byte frames, window = `bdp_bytes`, initial and minimum RTO =
+    /// max(1 ms, 4 × base RTT), ceiling 64 × that.
     pub fn new(host: u32, rate_bps: u64, base_rtt_ps: u64) -> Self {
         let bdp = (u128::from(rate_bps) * u128::from(base_rtt_ps) / 8 / 1_000_000_000_000) as u64;
         StackConfig {
@@ -75,6 +94,7 @@ impl StackConfig {
             mss: 1500 - FRAME_OVERHEAD,
             window_bytes: bdp.max(u64::from(1500 - FRAME_OVERHEAD)),
             rto_ps: (4 * base_rtt_ps).max(1_000_000_000),
+            rto_max_ps: None,
             ack_prio: None,
             honor_pfc: true,
             max_lag_ps: 0,
@@ -115,17 +135,59 @@ struct TxFlow {
     nxt: u64,
     /// Highest sequence number sent + 1 (anything below it that is sent again is a RETX).
     high: u64,
-    last_progress: u64,
+    /// When the retransmission timer (running while `una < nxt`) was started or restarted.
+    timer_start: u64,
+    /// Time since `timer_start` the flow was paused, up to `frozen_to` (the timer's
+    /// deadline moves by this much).
+    frozen_ps: u64,
+    frozen_to: u64,
+    rto: RtoEstimator,
+    /// The segment being timed for an RTT sample: (sequence number, sent at).
+    timed: Option<(u64, u64)>,
     rec: TxRecord,
     /// BFC mode: the NIC queue the flow holds.
     queue: u8,
 }
 
 impl TxFlow {
+    /// (Re)starts the retransmission timer at `now`.
+    fn restart_timer(&mut self, now: u64) {
+        self.timer_start = now;
+        self.frozen_ps = 0;
+        self.frozen_to = now;
+    }
+
+    /// How long the timer has run at `now`, not counting `frozen` ps of pauses.
+    fn timer_ran(&self, now: u64, frozen: u64) -> u64 {
+        now.saturating_sub(self.timer_start).saturating_sub(frozen)
+    }
+
     /// Whether the flow has a packet the window lets out.
     fn sendable(&self, window_pkts: u64) -> bool {
         self.una < self.pkts && self.nxt < self.pkts && self.nxt - self.una < window_pkts
     }
+}
+
+/// How long flow `f` was paused at this host from `f.frozen_to` to `now`: its NIC queue
+/// (BFC) throughout, else its priority (PFC) until that pause lapses. Pauses change only
+/// when a frame arrives, and the stack folds this span into the timer
+/// ([`HostStack::freeze_timers`]) before applying one, so the state is the same throughout.
+fn paused_span(
+    bfc: Option<&NicQueues<usize>>,
+    paused_until: &[u64; 8],
+    f: &TxFlow,
+    now: u64,
+) -> u64 {
+    let from = f.frozen_to;
+    if now <= from {
+        return 0;
+    }
+    if bfc.is_some_and(|b| b.is_paused(usize::from(f.queue))) {
+        return now - from;
+    }
+    paused_until[usize::from(f.spec.prio & 7)]
+        .min(now)
+        .saturating_sub(from)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -228,7 +290,7 @@ impl HostStack {
         if wire::is_mac_control(frame) {
             self.on_pfc(now, frame);
         } else if wire::is_xoff_signal(frame) {
-            if !self.on_signal(frame) {
+            if !self.on_signal(now, frame) {
                 self.counters.rx_other += 1;
             }
         } else if let Some(h) = Header::parse(frame) {
@@ -240,10 +302,13 @@ impl HostStack {
 
     /// Applies a received Xoff signal frame to the NIC queues (BFC mode; otherwise it is
     /// counted and ignored). Returns whether it was one.
-    pub fn on_signal(&mut self, frame: &[u8]) -> bool {
+    pub fn on_signal(&mut self, now: u64, frame: &[u8]) -> bool {
         let Some(sig) = nicq::parse_signal(frame) else {
             return false;
         };
+        if self.bfc.is_some() {
+            self.freeze_timers(now);
+        }
         match self.bfc.as_mut() {
             Some(b) => {
                 b.apply(&sig);
@@ -274,6 +339,7 @@ impl HostStack {
         if !self.cfg.honor_pfc {
             return true;
         }
+        self.freeze_timers(now);
         for (c, (until, &q)) in self.paused_until.iter_mut().zip(&quanta).enumerate() {
             if mask & (1 << c) != 0 {
                 *until = match q {
@@ -299,11 +365,28 @@ impl HostStack {
         let Some(&i) = self.tx_index.get(&h.flow) else {
             return;
         };
+        let paused = paused_span(self.bfc.as_ref(), &self.paused_until, &self.tx[i], now);
         let f = &mut self.tx[i];
         f.rec.acks_rx += 1;
+        f.rec.max_rtt_ps = f.rec.max_rtt_ps.max(now.saturating_sub(h.sent_ps));
         if h.ack > f.una {
+            if f.una < f.nxt {
+                f.rec.paused_ps += paused;
+                let ran = f.timer_ran(now, f.frozen_ps + paused);
+                f.rec.max_stall_ps = f.rec.max_stall_ps.max(ran);
+            }
+            // The timed segment is acknowledged: an RTT sample (never a retransmission's:
+            // a timeout dropped the measurement, Karn).
+            if let Some((_, sent)) = f.timed.filter(|&(seq, _)| h.ack > seq) {
+                f.rto.sample(now.saturating_sub(sent));
+                f.timed = None;
+                f.rec.srtt_ps = f.rto.srtt().unwrap_or(0);
+                f.rec.rto_ps = f.rto.rto();
+                f.rec.max_rto_ps = f.rec.max_rto_ps.max(f.rec.rto_ps);
+            }
             f.una = h.ack.min(f.pkts);
-            f.last_progress = now;
+            // New data acknowledged: restart the timer (RFC 6298 §5.3).
+            f.restart_timer(now);
             if f.nxt < f.una {
                 f.nxt = f.una;
             }
@@ -383,6 +466,10 @@ impl HostStack {
 
     /// Starts flows that are due and fires retransmission timeouts.
     pub fn on_tick(&mut self, now: u64) {
+        let rto_max = self
+            .cfg
+            .rto_max_ps
+            .unwrap_or(self.cfg.rto_ps.saturating_mul(64));
         while self.pending.front().is_some_and(|f| f.start_ps <= now) {
             let Some(spec) = self.pending.pop_front() else {
                 break;
@@ -395,7 +482,11 @@ impl HostStack {
                 una: 0,
                 nxt: 0,
                 high: 0,
-                last_progress: now,
+                timer_start: now,
+                frozen_ps: 0,
+                frozen_to: now,
+                rto: RtoEstimator::new(self.cfg.rto_ps, self.cfg.rto_ps, rto_max),
+                timed: None,
                 rec: TxRecord {
                     id: spec.id,
                     src: spec.src,
@@ -403,6 +494,8 @@ impl HostStack {
                     size: spec.size,
                     prio: spec.prio,
                     start_ps: spec.start_ps,
+                    rto_ps: self.cfg.rto_ps,
+                    max_rto_ps: self.cfg.rto_ps,
                     ..TxRecord::default()
                 },
                 queue: 0,
@@ -417,18 +510,35 @@ impl HostStack {
                 None => self.queues[usize::from(spec.prio & 7)].push_back(i),
             }
         }
-        let rto = self.cfg.rto_ps;
-        let bfc_queues = self.bfc.iter().flat_map(|b| b.queues());
-        for q in self.queues.iter().chain(bfc_queues) {
-            for &i in q {
-                let f = &mut self.tx[i];
-                if f.una < f.nxt && now.saturating_sub(f.last_progress) >= rto {
-                    f.nxt = f.una;
-                    f.last_progress = now;
-                    f.rec.timeouts += 1;
-                    self.counters.timeouts += 1;
-                }
+        self.freeze_timers(now);
+        for f in self.tx.iter_mut().filter(|f| f.una < f.nxt) {
+            let ran = f.timer_ran(now, f.frozen_ps);
+            if ran < f.rto.rto() {
+                continue;
             }
+            // Expired (RFC 6298 §5.4-5.6): go back to the oldest unacknowledged packet, drop
+            // the RTT measurement (its segment is sent again: Karn), back off. The timer
+            // restarts with the retransmission.
+            f.rec.max_stall_ps = f.rec.max_stall_ps.max(ran);
+            f.nxt = f.una;
+            f.timed = None;
+            f.rto.on_timeout();
+            f.rec.rto_ps = f.rto.rto();
+            f.rec.max_rto_ps = f.rec.max_rto_ps.max(f.rec.rto_ps);
+            f.rec.timeouts += 1;
+            self.counters.timeouts += 1;
+        }
+    }
+
+    /// Adds the time each running retransmission timer's flow was paused, up to `now`, to
+    /// the timer's freeze. Called before a pause changes and before timers are checked.
+    fn freeze_timers(&mut self, now: u64) {
+        let (bfc, until) = (self.bfc.as_ref(), &self.paused_until);
+        for f in self.tx.iter_mut().filter(|f| f.una < f.nxt) {
+            let p = paused_span(bfc, until, f, now);
+            f.frozen_ps += p;
+            f.rec.paused_ps += p;
+            f.frozen_to = f.frozen_to.max(now);
         }
     }
 
@@ -514,8 +624,15 @@ impl HostStack {
         let mss = u64::from(self.cfg.mss);
         let f = &mut self.tx[i];
         let seq = f.nxt;
+        if f.una == f.nxt {
+            // Nothing outstanding: the timer starts with this packet (RFC 6298 §5.1).
+            f.restart_timer(now);
+        }
         f.nxt += 1;
         let retx = seq < f.high;
+        if !retx && f.timed.is_none() {
+            f.timed = Some((seq, now));
+        }
         f.high = f.high.max(f.nxt);
         let payload = (f.spec.size - (seq * mss).min(f.spec.size)).min(mss) as u32;
         f.rec.tx_pkts += 1;
@@ -598,11 +715,17 @@ impl HostStack {
                 upd(ready);
             }
         }
-        for i in self.queued() {
-            let f = &self.tx[i];
-            if f.una < f.nxt {
-                upd(f.last_progress.saturating_add(self.cfg.rto_ps));
+        // Retransmission timers: a paused flow's timer is frozen until its pause ends (a PFC
+        // pause lapses at a known time; a BFC pause ends with a frame, which wakes the stack).
+        let bfc = self.bfc.as_ref();
+        for f in self.tx.iter().filter(|f| f.una < f.nxt) {
+            if bfc.is_some_and(|b| b.is_paused(usize::from(f.queue))) {
+                continue;
             }
+            let frozen = f.frozen_ps + paused_span(bfc, &self.paused_until, f, now);
+            let left = f.rto.rto().saturating_sub(f.timer_ran(now, frozen));
+            let resume = self.paused_until[usize::from(f.spec.prio & 7)].max(now);
+            upd(resume.saturating_add(left));
         }
         t.map(|x| x.max(now.saturating_add(1)))
     }
@@ -702,6 +825,147 @@ mod tests {
         let lapse = a.next_wakeup(1).unwrap();
         assert!(lapse >= flowctl::wire::pfc::quanta_to_ps(0xffff, 10_000_000_000));
         assert!(a.poll_send(lapse).is_some());
+    }
+
+    // ---- Retransmission timer (RFC 6298, frozen while paused) ----
+
+    const MS: u64 = 1_000_000_000;
+
+    /// What `s` sends in one burst starting at `t` (a poll every 2 us), by sequence number.
+    fn burst(s: &mut HostStack, t: u64) -> Vec<u64> {
+        (0..8)
+            .filter_map(|k| s.poll_send(t + k * 2_000_000))
+            .map(|x| x.hdr.seq)
+            .collect()
+    }
+
+    /// A sender of one 100-packet flow (priority 3) at 10 Gbit/s with a 4-packet window and
+    /// a 1 ms initial and minimum RTO, at most 100 ms.
+    fn timer_stack() -> HostStack {
+        let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
+        cfg.window_bytes = 4 * u64::from(cfg.mss);
+        cfg.rto_ps = MS;
+        cfg.rto_max_ps = Some(100 * MS);
+        let mss = u64::from(cfg.mss);
+        HostStack::new(cfg, &[flow(7, 100 * mss)])
+    }
+
+    /// (SRTT, RTO, timeouts) of the only flow.
+    fn timer_of(s: &HostStack) -> (u64, u64, u64) {
+        let r = &s.tx_records()[0];
+        (r.srtt_ps, r.rto_ps, r.timeouts)
+    }
+
+    #[test]
+    fn rto_from_samples_karn_and_backoff() {
+        let mut a = timer_stack();
+        a.on_tick(0);
+        assert_eq!(burst(&mut a, 0), vec![0, 1, 2, 3]);
+        assert_eq!(timer_of(&a), (0, MS, 0), "initial RTO before a sample");
+        // Segment 0 (timed at 0) is acknowledged at 10 ms: SRTT 10, RTTVAR 5, RTO 30.
+        a.on_frame(10 * MS, &ack(7, 1), 0);
+        assert_eq!(timer_of(&a), (10 * MS, 30 * MS, 0));
+        // Segment 4 is timed from 10 ms, acknowledged at 28 ms (R 18): SRTT 11, RTTVAR 5.75,
+        // RTO 11 + 23 = 34 ms.
+        assert_eq!(burst(&mut a, 10 * MS), vec![4]);
+        a.on_frame(28 * MS, &ack(7, 5), 0);
+        assert_eq!(timer_of(&a), (11 * MS, 34 * MS, 0));
+        // 5..8 leave at 28 ms (the timer starts, 5 is timed); nothing comes back. The timer
+        // fires 34 ms later, not before; the RTO doubles.
+        assert_eq!(burst(&mut a, 28 * MS), vec![5, 6, 7, 8]);
+        a.on_tick(62 * MS - 1);
+        assert_eq!(timer_of(&a).2, 0);
+        assert_eq!(a.next_wakeup(62 * MS - 1), Some(62 * MS));
+        a.on_tick(62 * MS);
+        assert_eq!(timer_of(&a), (11 * MS, 68 * MS, 1), "backoff on timeout");
+        // Go-back-N: 5..8 again. The ACK of 5 at 70 ms is ambiguous (original or
+        // retransmission?): no sample, the backed-off RTO stays (Karn).
+        assert_eq!(burst(&mut a, 62 * MS), vec![5, 6, 7, 8]);
+        a.on_frame(70 * MS, &ack(7, 6), 0);
+        assert_eq!(
+            timer_of(&a),
+            (11 * MS, 68 * MS, 1),
+            "no sample from a retransmission"
+        );
+        // 9 is new: timed from 70 ms, acknowledged at 81 ms (R 11): SRTT 11, RTTVAR 4.3125,
+        // RTO 28.25 ms, backoff over.
+        assert_eq!(burst(&mut a, 70 * MS), vec![9]);
+        a.on_frame(81 * MS, &ack(7, 10), 0);
+        assert_eq!(timer_of(&a), (11 * MS, 28_250_000_000, 1));
+        let r = &a.tx_records()[0];
+        assert_eq!((r.max_rto_ps, r.retx, r.paused_ps), (68 * MS, 4, 0));
+    }
+
+    /// A PFC frame for priority 3 with `quanta` (0: XON).
+    fn pfc3(quanta: u16) -> [u8; 60] {
+        let mut f = [0u8; 60];
+        flowctl::wire::pfc::PfcRepr {
+            src_addr: [2, 0, 0, 0, 0, 9],
+            class_enable: 8,
+            quanta: [0, 0, 0, quanta, 0, 0, 0, 0],
+        }
+        .emit(&mut flowctl::wire::pfc::Frame::new_unchecked(&mut f[..]));
+        f
+    }
+
+    #[test]
+    fn pfc_pause_freezes_the_timer_until_xon() {
+        use flowctl::wire::pfc::quanta_to_ps;
+        let mut a = timer_stack();
+        a.on_tick(0);
+        assert_eq!(burst(&mut a, 0).len(), 4);
+        // The timer runs 0.5 ms, then priority 3 is paused for the longest quanta (3.36 ms).
+        let until = MS / 2 + quanta_to_ps(0xffff, 10_000_000_000);
+        assert!(a.on_pfc(MS / 2, &pfc3(0xffff)));
+        // Past the 1 ms RTO, paused: no timeout; the timer would fire 0.5 ms after the lapse.
+        a.on_tick(2 * MS);
+        assert_eq!(timer_of(&a).2, 0, "timeout while paused");
+        assert_eq!(a.next_wakeup(2 * MS), Some(until + MS / 2));
+        // XON at 3 ms: the timer resumes with 0.5 ms left.
+        assert!(a.on_pfc(3 * MS, &pfc3(0)));
+        assert_eq!(a.next_wakeup(3 * MS), Some(3 * MS + MS / 2));
+        a.on_tick(3 * MS + MS / 2 - 1);
+        assert_eq!(timer_of(&a).2, 0);
+        a.on_tick(3 * MS + MS / 2);
+        assert_eq!(timer_of(&a).2, 1, "the timer resumes after the pause");
+        assert_eq!(a.tx_records()[0].paused_ps, 3 * MS - MS / 2);
+    }
+
+    #[test]
+    fn pfc_pause_that_lapses_freezes_only_until_its_lapse() {
+        use flowctl::wire::pfc::quanta_to_ps;
+        let mut a = timer_stack();
+        a.on_tick(0);
+        assert_eq!(burst(&mut a, 0).len(), 4);
+        // Paused at 0.5 ms for 10000 quanta (512 us at 10 Gbit/s), no XON.
+        let p = quanta_to_ps(10_000, 10_000_000_000);
+        assert!(a.on_pfc(MS / 2, &pfc3(10_000)));
+        // The timer fires at 1 ms + the pause, not at the first tick after the lapse + 0.5.
+        a.on_tick(MS / 2 + p + 1);
+        assert_eq!(a.next_wakeup(MS / 2 + p + 1), Some(MS + p));
+        a.on_tick(MS + p - 1);
+        assert_eq!(timer_of(&a).2, 0);
+        a.on_tick(MS + p);
+        assert_eq!(timer_of(&a).2, 1);
+        assert_eq!(a.tx_records()[0].paused_ps, p);
+    }
+
+    #[test]
+    fn a_sender_idle_while_paused_starts_its_timer_when_it_sends() {
+        // All acknowledged, then paused for 5 ms: the packets sent after the pause get a full
+        // RTO from their own departure (RFC 6298 §5.1), not from the last ACK.
+        let mut a = timer_stack();
+        a.on_tick(0);
+        assert_eq!(burst(&mut a, 0).len(), 4);
+        a.on_frame(MS / 10, &ack(7, 4), 0);
+        assert!(a.on_pfc(MS / 10, &pfc3(0xffff)));
+        assert!(a.on_pfc(5 * MS, &pfc3(0)));
+        assert_eq!(burst(&mut a, 5 * MS), vec![4, 5, 6, 7]);
+        a.on_tick(5 * MS + 1);
+        a.on_tick(6 * MS - 1);
+        assert_eq!(timer_of(&a).2, 0);
+        a.on_tick(6 * MS);
+        assert_eq!(timer_of(&a).2, 1);
     }
 
     // ---- BFC mode ----
@@ -811,12 +1075,12 @@ mod tests {
         );
         assert_eq!(a.bfc().unwrap().paused, 0b10);
         assert_eq!(flows_of(&drain(&mut a, &mut t)), (50, 0));
-        // Everything paused: nothing to send and no wakeup before the retransmission timer
-        // (a RESUME arrives as a frame).
+        // Everything paused: nothing to send and no wakeup at all (this asserted "none before
+        // the retransmission timer"; the timers of paused queues are now frozen, so none
+        // fires either): a RESUME arrives as a frame.
         a.on_receive(t, &signal(Signal::Pause(0)), 60);
         assert_eq!(a.poll_send(t + 10_000_000), None);
-        let w = a.next_wakeup(t).unwrap();
-        assert!(w >= a.cfg.rto_ps, "woken at {w} while paused");
+        assert_eq!(a.next_wakeup(t), None, "woken while paused");
         a.on_receive(t, &signal(Signal::Bitmap { count: 4, bits: 0 }), 60);
         assert_eq!(a.bfc().unwrap().paused, 0);
         assert_eq!(flows_of(&drain(&mut a, &mut t)), (25, 25));
@@ -831,6 +1095,26 @@ mod tests {
         p.on_receive(0, &signal(Signal::Pause(0)), 60);
         assert_eq!((p.counters.signals_ignored, p.counters.signals_rx), (1, 0));
         assert!(p.poll_send(1).is_some());
+    }
+
+    #[test]
+    fn bfc_queue_pause_freezes_the_timer_until_resume() {
+        let mut a = bfc_stack(2, &[flow(1, 1_000_000)]);
+        a.on_tick(0);
+        assert_eq!(a.queue_of(1), Some(0));
+        assert!(!burst(&mut a, 0).is_empty());
+        // The timer runs 0.2 ms; queue 0 is paused for 5 ms (past the 1 ms RTO).
+        a.on_receive(MS / 5, &signal(Signal::Pause(0)), 60);
+        a.on_tick(5 * MS);
+        assert_eq!(a.counters.timeouts, 0, "timeout while paused");
+        assert_eq!(a.next_wakeup(5 * MS), None);
+        // RESUME at 5.2 ms: 0.8 ms left.
+        a.on_receive(5 * MS + MS / 5, &signal(Signal::Resume(0)), 60);
+        a.on_tick(6 * MS - 1);
+        assert_eq!(a.counters.timeouts, 0);
+        a.on_tick(6 * MS);
+        assert_eq!(a.counters.timeouts, 1, "the timer resumes after the pause");
+        assert_eq!(a.tx_records()[0].paused_ps, 5 * MS);
     }
 
     #[test]

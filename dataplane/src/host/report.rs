@@ -27,6 +27,24 @@ pub struct TxRecord {
     pub retx: u64,
     pub timeouts: u64,
     pub acks_rx: u64,
+    /// Largest RTT an ACK echoed (its data packet's `sent_ps` to its arrival), any packet.
+    #[serde(default)]
+    pub max_rtt_ps: u64,
+    /// Longest the retransmission timer ran with data outstanding and no ACK progress (at
+    /// each progress or timeout; paused time excluded): how close the flow came to its RTO.
+    #[serde(default)]
+    pub max_stall_ps: u64,
+    /// SRTT at the end (0: no RTT sample was taken).
+    #[serde(default)]
+    pub srtt_ps: u64,
+    /// RTO at the end, and the largest it was (backoff included).
+    #[serde(default)]
+    pub rto_ps: u64,
+    #[serde(default)]
+    pub max_rto_ps: u64,
+    /// Time the flow's retransmission timer was frozen because the flow was paused.
+    #[serde(default)]
+    pub paused_ps: u64,
 }
 
 /// What the receiver knows about one flow.
