@@ -125,3 +125,21 @@ fn a_pfc_pause_without_bfc_stops_only_the_priority_queue() {
     let mac_control = dataplane::stats::DropReason::MacControl.index();
     assert_eq!(drops[mac_control].get(), 1);
 }
+
+#[test]
+fn a_pfc_xon_wakes_the_port_it_resumes() {
+    // An event-driven caller (the virtual-time fabric) services only ports reported as having
+    // work: an XON must report its port, or a paused queue would wait for its 0xFFFF-quanta
+    // pause to lapse (335 us at 100 Gbit/s) instead of resuming at once.
+    let text = TOPO.replace("scheme = \"bfc\"\n", "");
+    let t = Topology::parse(&text, Path::new("schemes.toml")).unwrap();
+    let mut sw = Switch::single(t.switch_spec("s1").unwrap(), 0).unwrap();
+    let mut mem = HeapMem::new(64, 2048);
+    let mut out = Outputs::tracking();
+    let f = mem.alloc_with(&pfc(0xFFFF)).unwrap();
+    sw.receive(&mut mem, 1, f, 60, 0, &mut out);
+    assert!(out.touched.is_empty(), "an XOFF gives the port no work");
+    let f = mem.alloc_with(&pfc(0)).unwrap();
+    sw.receive(&mut mem, 1, f, 60, 10, &mut out);
+    assert_eq!(out.touched, [1]);
+}

@@ -202,12 +202,21 @@ impl PfcScheme {
         let pfc = self.pfc.as_mut()?;
         let f = MacCtlFrame::new_checked(frame).ok()?;
         let rate = self.rates.get(port).copied().unwrap_or(0);
-        let ok = match MacControlRepr::parse(&f) {
-            Ok(MacControlRepr::Pfc(r)) => pfc.on_pfc_frame(port, &r, rate, now, afc).is_ok(),
-            Ok(MacControlRepr::Pause(r)) => pfc.on_pause_frame(port, &r, rate, now, afc).is_ok(),
-            Err(_) => false,
-        };
-        ok.then_some(false)
+        // An XON (time 0) resumes queues that may hold packets: the port has work now, not
+        // only when the pause it lifted would have lapsed.
+        match MacControlRepr::parse(&f) {
+            Ok(MacControlRepr::Pfc(r)) => {
+                let xon = (0..8).any(|c| r.class_enable & (1 << c) != 0 && r.quanta[c] == 0);
+                pfc.on_pfc_frame(port, &r, rate, now, afc).ok().map(|_| xon)
+            }
+            Ok(MacControlRepr::Pause(r)) => {
+                let xon = r.quanta == 0;
+                pfc.on_pause_frame(port, &r, rate, now, afc)
+                    .ok()
+                    .map(|_| xon)
+            }
+            Err(_) => None,
+        }
     }
 
     /// Whether the watchdog wants a tick at `now`.
