@@ -119,6 +119,12 @@ impl Plane {
         }
     }
 
+    /// No queue has its bit set (the common case: one pass over two words).
+    #[inline]
+    fn clear(&self) -> bool {
+        (self.bits[0].load(Ordering::Acquire) | self.bits[1].load(Ordering::Acquire)) == 0
+    }
+
     #[inline]
     fn raw(&self) -> u128 {
         u128::from(self.bits[0].load(Ordering::Acquire))
@@ -210,10 +216,12 @@ impl PauseRegs {
     /// Bitmap of queues paused at `now` (bit q set = paused).
     #[inline]
     pub fn paused_mask(&self, now: u64) -> u128 {
-        if self.queue.raw() | self.link.raw() == 0 {
-            return 0;
+        match (self.queue.clear(), self.link.clear()) {
+            (true, true) => 0,
+            (false, true) => self.queue.mask(now),
+            (true, false) => self.link.mask(now),
+            (false, false) => self.queue.mask(now) | self.link.mask(now),
         }
-        self.queue.mask(now) | self.link.mask(now)
     }
 
     /// The earliest deadline among timed pauses in force at `now`, if any: when the scheduler

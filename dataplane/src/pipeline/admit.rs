@@ -21,8 +21,10 @@ impl Switch {
     /// The packet's data queue: the static one by priority unless a scheme assigns queues.
     #[inline]
     pub(crate) fn select_queue(&mut self, port: usize, pkt: &mut Pkt, now: u64) {
-        let view = super::view(&self.egress, &self.shared.afc, port);
-        self.schemes.select_queue(pkt, &view, now);
+        if !self.schemes.is_empty() {
+            let view = super::view(&self.egress, &self.shared.afc, port);
+            self.schemes.select_queue(pkt, &view, now);
+        }
     }
 
     /// Buffer admission (MMU or tail drop): sets the packet's buffer tag; `Ok(true)` if the
@@ -86,13 +88,15 @@ impl Switch {
         let Some(eg) = self.egress[p].as_mut() else {
             return;
         };
-        let view = PortView {
-            port: p,
-            nonempty: eg.qs.nonempty(),
-            pause: self.shared.afc.port(p),
-        };
-        self.schemes
-            .on_enqueue(&mut pkt, q, eg.qs.data[q].bytes(), &view, now);
+        if !self.schemes.is_empty() {
+            let view = PortView {
+                port: p,
+                nonempty: eg.qs.nonempty(),
+                pause: self.shared.afc.port(p),
+            };
+            self.schemes
+                .on_enqueue(&mut pkt, q, eg.qs.data[q].bytes(), &view, now);
+        }
         let qc = &self.shared.counters[p].queues[q];
         if ce && pkt.l3_type != 0 {
             let (l3_type, l3_off, n) = (pkt.l3_type, pkt.l3_off, pkt.len as usize);

@@ -14,6 +14,9 @@ impl Switch {
     /// they want sent now.
     pub(crate) fn control_out<M: FrameMem>(&mut self, mem: &mut M, now: u64, out: &mut Outputs) {
         self.buffer.poll_events(&mut self.fc_events);
+        if self.fc_events.is_empty() && !self.schemes.poll_due(now) {
+            return;
+        }
         self.mmu_events += self.fc_events.len() as u64;
         let mut frames = std::mem::take(&mut self.ctl_frames);
         self.schemes.poll(&mut self.fc_events, now, &mut frames);

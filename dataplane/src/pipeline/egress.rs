@@ -41,12 +41,12 @@ impl Switch {
         };
         let bytes = eg.qs.data[q].bytes();
         let depth_pkts = eg.qs.data[q].len() as u64;
-        let view = super::view(&self.egress, &self.shared.afc, port);
-        self.schemes.on_dequeue(&pkt, q, bytes, &view, now);
-        let wire = Pkt {
-            len: self.schemes.egress_rewrite(mem, &pkt, port, q),
-            ..pkt
-        };
+        let mut wire = pkt;
+        if !self.schemes.is_empty() {
+            let view = super::view(&self.egress, &self.shared.afc, port);
+            self.schemes.on_dequeue(&pkt, q, bytes, &view, now);
+            wire.len = self.schemes.egress_rewrite(mem, &pkt, port, q);
+        }
         let qc = &self.shared.counters[port].queues[q];
         qc.deq_pkts.add(1);
         qc.deq_bytes.add(u64::from(pkt.len));

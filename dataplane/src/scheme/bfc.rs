@@ -8,7 +8,7 @@ use crate::config::SwitchSpec;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::parse::PacketMeta;
 use crate::wire::EtherType;
-use flowctl::bfc::{NO_SLOT, NO_UPQ};
+use flowctl::bfc::NO_UPQ;
 use flowctl::wire::signal::SignalRepr;
 use flowctl::Afc;
 use serde::{Deserialize, Serialize};
@@ -36,36 +36,28 @@ struct Meta {
 }
 
 impl Meta {
-    // Stored so that all-zero reads as "no slot, no upstream queue, no mark".
+    // Stored as is: fid, slot, upq | mark << 16; the slot's default (`PktMeta::default`)
+    // reads as "no slot, no upstream queue, no mark".
     #[inline]
     fn get(pkt: &Pkt) -> Meta {
         let [fid, slot, w] = pkt.scheme.0;
-        let upq = (w & 0xFFFF) as u16;
         Meta {
             fid,
-            slot: slot.wrapping_sub(1),
-            upq: if upq == 0 { NO_UPQ } else { (upq - 1) as u8 },
+            slot,
+            upq: w as u8,
             mark: (w >> 16) as u16,
         }
     }
 
     #[inline]
     fn set(self, pkt: &mut Pkt) {
-        let upq = if self.upq == NO_UPQ {
-            0
-        } else {
-            u32::from(self.upq) + 1
-        };
         pkt.scheme.0 = [
             self.fid,
-            self.slot.wrapping_add(1),
-            upq | (u32::from(self.mark) << 16),
+            self.slot,
+            u32::from(self.upq) | (u32::from(self.mark) << 16),
         ];
     }
 }
-
-// NO_SLOT is u32::MAX: stored as 0.
-const _: () = assert!(NO_SLOT.wrapping_add(1) == 0);
 
 impl BfcScheme {
     /// BFC for `spec` if it runs a BFC scheme; `refresher` on one pipe per switch.
@@ -254,6 +246,13 @@ impl BfcScheme {
         );
     }
 
+    /// Whether `poll` has work at `now`: signals collected, or the refresh due (or armed and
+    /// waiting to be anchored at this `now`).
+    #[inline]
+    pub fn poll_due(&self, now: u64) -> bool {
+        !self.sig.is_empty() || self.bfc.pending_refresh().is_some_and(|t| t <= now)
+    }
+
     pub fn next_deadline(&self) -> Option<u64> {
         self.bfc.pending_refresh()
     }
@@ -330,9 +329,10 @@ impl BfcStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flowctl::bfc::NO_SLOT;
 
     #[test]
-    fn metadata_round_trips_and_zero_means_none() {
+    fn metadata_round_trips_and_default_means_none() {
         let mut pkt = Pkt::new(FrameId(0), 64, 1, 0);
         let m = Meta::get(&pkt);
         assert_eq!((m.slot, m.upq, m.mark), (NO_SLOT, NO_UPQ, 0));

@@ -36,9 +36,16 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Per-packet state a scheme keeps with a queued packet. Opaque to the pipeline, which only
-/// carries it (through queues and between pipes); all-zero means "nothing recorded".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// carries it (through queues and between pipes); the default means "nothing recorded" (for
+/// BFC: no flow-table slot, no upstream queue, no mark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PktMeta(pub(crate) [u32; 3]);
+
+impl Default for PktMeta {
+    fn default() -> Self {
+        PktMeta([0, flowctl::bfc::NO_SLOT, u32::from(flowctl::bfc::NO_UPQ)])
+    }
+}
 
 /// What a scheme sees of an egress port: which data queues hold packets and which are paused.
 #[derive(Debug, Clone, Copy)]
@@ -328,6 +335,22 @@ impl Schemes {
             }
         }
         events.clear();
+    }
+
+    /// Whether `poll` has work at `now` without MMU events (a frame or timer is due): lets
+    /// the pipeline skip the poll on the common path.
+    #[inline]
+    pub fn poll_due(&self, now: u64) -> bool {
+        self.list.iter().any(|s| match s {
+            Scheme::Pfc(p) => p.poll_due(now),
+            Scheme::Bfc(b) => b.poll_due(now),
+        })
+    }
+
+    /// No scheme is configured: the hooks have nothing to do.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
     }
 
     /// When `on_timer` (or `poll`) next has work, if ever.

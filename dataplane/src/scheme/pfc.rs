@@ -176,6 +176,12 @@ impl PfcScheme {
         self.due = pfc.next_deadline().unwrap_or(u64::MAX);
     }
 
+    /// Whether `poll` has PFC frames to send at `now` (without new MMU events).
+    #[inline]
+    pub fn poll_due(&self, now: u64) -> bool {
+        self.pfc.is_some() && now >= self.due
+    }
+
     /// When `poll` or the watchdog next has work, if ever.
     pub fn next_deadline(&self) -> Option<u64> {
         let wd = self.wd.as_ref().map(|_| self.next_wd_tick);
