@@ -14,6 +14,7 @@ use crate::config::SwitchSpec;
 use crate::fib::Fib;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::link::Link;
+use crate::pipeline::egress::Departure;
 use crate::pipeline::ingress::Route;
 pub use crate::pipeline::{Handoff, Outputs};
 use crate::queue::QueueSet;
@@ -245,14 +246,21 @@ impl Switch {
     /// shaper allow, and appends frames whose wire time has elapsed to `out.tx`.
     pub fn service<M: FrameMem>(&mut self, mem: &mut M, port: u16, now: u64, out: &mut Outputs) {
         let p = usize::from(port);
-        if self.egress[p].is_none() {
+        let Some(eg) = self.egress[p].as_mut() else {
             return;
+        };
+        let mut d = Departure {
+            schemes: &mut self.schemes,
+            buffer: &mut self.buffer,
+            counters: &self.shared.counters[p],
+            pause: self.shared.afc.port(p),
+            port: p,
+        };
+        while let Some((pkt, q)) = eg.schedule(d.pause, now) {
+            let wire = d.depart(eg, mem, pkt, q, now);
+            eg.shape(wire, now);
         }
-        while let Some((pkt, q)) = self.schedule(p, now) {
-            let wire = self.depart(mem, p, pkt, q, now);
-            self.shape(p, wire, now);
-        }
-        self.transmit(p, now, out);
+        eg.transmit(now, out);
         self.control_out(mem, now, out);
     }
 

@@ -4,77 +4,90 @@
 //! paused queues skipped) when the wire is free; `depart` lets the schemes see the departure
 //! and rewrite the frame, counts it and releases its buffer; `shape` starts it on the emulated
 //! wire (line rate + propagation delay, `crate::link`); `transmit` hands frames whose wire
-//! time has elapsed to the sink.
+//! time has elapsed to the sink. The port's egress state is borrowed once for the whole loop
+//! (the stages take it as an argument rather than looking the port up again).
 
 use super::Outputs;
-use crate::buffer::BufReq;
+use crate::buffer::{BufReq, Buffer};
 use crate::frame::{FrameMem, Pkt};
-use crate::switch::Switch;
+use crate::scheme::{PortView, Schemes};
+use crate::stats::PortCounters;
+use crate::switch::{Egress, Switch};
+use flowctl::PauseRegs;
 
-impl Switch {
-    /// The next frame to start on `port`'s wire, if the wire is free and a queue is eligible:
+impl Egress {
+    /// The next frame to start on the wire, if the wire is free and a queue is eligible:
     /// (packet, its data queue or `None` for the control queue).
     #[inline]
-    pub(crate) fn schedule(&mut self, port: usize, now: u64) -> Option<(Pkt, Option<usize>)> {
-        let eg = self.egress[port].as_mut()?;
-        if !eg.link.can_start(now) {
+    pub(crate) fn schedule(&mut self, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
+        if !self.link.can_start(now) {
             return None;
         }
-        eg.qs.dequeue(self.shared.afc.port(port), now)
+        self.qs.dequeue(pause, now)
     }
 
-    /// A data packet leaves queue `q` (control frames pass unchanged): the schemes' dequeue
-    /// and rewrite hooks, the queue counters, the buffer release. Returns the packet as it
-    /// goes on the wire.
+    /// Starts `pkt` on the emulated wire.
+    #[inline]
+    pub(crate) fn shape(&mut self, pkt: Pkt, now: u64) {
+        self.link.start(pkt, now);
+    }
+
+    /// Frames whose serialization and propagation have elapsed go to `out.tx`.
+    #[inline]
+    pub(crate) fn transmit(&mut self, now: u64, out: &mut Outputs) {
+        while let Some(f) = self.link.pop_due(now) {
+            out.tx.push((f.pkt.frame, f.pkt.len));
+        }
+    }
+}
+
+/// What `depart` works on besides the port's queues: the pipe's schemes and buffer, the
+/// port's counters and pause registers.
+pub(crate) struct Departure<'a> {
+    pub schemes: &'a mut Schemes,
+    pub buffer: &'a mut Buffer,
+    pub counters: &'a PortCounters,
+    pub pause: &'a PauseRegs,
+    pub port: usize,
+}
+
+impl Departure<'_> {
+    /// A data packet leaves queue `q` of `eg` (control frames pass unchanged): the schemes'
+    /// dequeue and rewrite hooks, the queue counters, the buffer release. Returns the packet
+    /// as it goes on the wire.
     #[inline]
     pub(crate) fn depart<M: FrameMem>(
         &mut self,
+        eg: &Egress,
         mem: &mut M,
-        port: usize,
         pkt: Pkt,
         q: Option<usize>,
         now: u64,
     ) -> Pkt {
         let Some(q) = q else { return pkt };
-        let Some(eg) = self.egress[port].as_ref() else {
-            return pkt;
-        };
         let bytes = eg.qs.data[q].bytes();
-        let depth_pkts = eg.qs.data[q].len() as u64;
         let mut wire = pkt;
         if !self.schemes.is_empty() {
-            let view = super::view(&self.egress, &self.shared.afc, port);
+            let view = PortView {
+                port: self.port,
+                nonempty: eg.qs.nonempty(),
+                pause: self.pause,
+            };
             self.schemes.on_dequeue(&pkt, q, bytes, &view, now);
-            wire.len = self.schemes.egress_rewrite(mem, &pkt, port, q);
+            wire.len = self.schemes.egress_rewrite(mem, &pkt, self.port, q);
         }
-        let qc = &self.shared.counters[port].queues[q];
+        let qc = &self.counters.queues[q];
         qc.deq_pkts.add(1);
         qc.deq_bytes.add(u64::from(pkt.len));
         qc.depth_bytes.set(bytes);
-        qc.depth_pkts.set(depth_pkts);
-        let req = BufReq::leaving(&pkt, port, q);
+        qc.depth_pkts.set(eg.qs.data[q].len() as u64);
+        let req = BufReq::leaving(&pkt, self.port, q);
         self.buffer.release(&req, pkt.tag, now);
         wire
     }
+}
 
-    /// Starts `pkt` on the emulated wire of `port`.
-    #[inline]
-    pub(crate) fn shape(&mut self, port: usize, pkt: Pkt, now: u64) {
-        if let Some(eg) = self.egress[port].as_mut() {
-            eg.link.start(pkt, now);
-        }
-    }
-
-    /// Frames whose serialization and propagation have elapsed go to `out.tx`.
-    #[inline]
-    pub(crate) fn transmit(&mut self, port: usize, now: u64, out: &mut Outputs) {
-        if let Some(eg) = self.egress[port].as_mut() {
-            while let Some(f) = eg.link.pop_due(now) {
-                out.tx.push((f.pkt.frame, f.pkt.len));
-            }
-        }
-    }
-
+impl Switch {
     /// The next time `port` needs `service` (None: idle until something arrives).
     pub fn next_wakeup(&self, port: u16, now: u64) -> Option<u64> {
         let p = usize::from(port);
