@@ -5,73 +5,17 @@
 //!
 //! Run: `cargo bench -p bench --bench pipeline`
 
+use bench::decision::{frame, step, TOPO};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dataplane::config::Topology;
 use dataplane::fib::Forward;
-use dataplane::frame::{FrameMem, HeapMem};
+use dataplane::frame::HeapMem;
 use dataplane::parse;
 use dataplane::switch::Outputs;
-use dataplane::wire::{EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, MacAddr};
 use dataplane::Switch;
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::path::Path;
-
-const TOPO: &str = r#"
-[[switch]]
-name = "s1"
-defaults = { rate = "100Gbit", delay = "1us", queues = 8 }
-port = [{ name = "p1" }, { name = "p2" }, { name = "p3" }, { name = "p4" }]
-route = [{ prefix = "10.1.0.0/16", via = ["p3", "p4"] }, { prefix = "10.0.0.2/32", via = ["p2"] }]
-buffer = { buffer_bytes = 16000000 }
-[[host]]
-name = "h1"
-ip = "10.0.0.1/24"
-[[host]]
-name = "h2"
-ip = "10.0.0.2/24"
-[[host]]
-name = "h3"
-ip = "10.1.0.3/24"
-[[host]]
-name = "h4"
-ip = "10.1.0.4/24"
-[[link]]
-a = "h1"
-b = "s1:p1"
-[[link]]
-a = "h2"
-b = "s1:p2"
-[[link]]
-a = "h3"
-b = "s1:p3"
-[[link]]
-a = "h4"
-b = "s1:p4"
-"#;
-
-fn frame(src: MacAddr, dst: MacAddr, dip: Ipv4Addr, sport: u16, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    EthernetRepr {
-        src,
-        dst,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    Ipv4Repr {
-        src: Ipv4Addr::new(10, 0, 0, 1),
-        dst: dip,
-        protocol: 17,
-        dscp: 0,
-        ecn: 1,
-        ttl: 64,
-        payload_len: len - 34,
-    }
-    .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]));
-    f[34..36].copy_from_slice(&sport.to_be_bytes());
-    f[36..38].copy_from_slice(&5201u16.to_be_bytes());
-    f
-}
 
 fn bench(c: &mut Criterion) {
     let topo = Topology::parse(TOPO, Path::new("bench.toml")).expect("topology");
@@ -114,16 +58,8 @@ fn bench(c: &mut Criterion) {
     let mut i = 0usize;
     g.bench_function("full_path", |b| {
         b.iter(|| {
-            let f = mem.alloc_with(&routed[i & 63]).expect("frame");
+            step(&mut sw, &mut mem, &mut out, &routed[i & 63], &mut now);
             i += 1;
-            sw.receive(&mut mem, 0, f, 64, now, &mut out);
-            now += 6_720; // one 64 B frame time at 100 Gbit/s
-            for p in [2u16, 3] {
-                sw.service(&mut mem, p, now, &mut out);
-            }
-            for (f, _) in out.tx.drain(..) {
-                mem.free(f);
-            }
         })
     });
     g.finish();

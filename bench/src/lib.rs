@@ -4,5 +4,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod decision;
 pub mod linerate;
 pub mod traffic;
