@@ -127,6 +127,12 @@ impl Buffer {
         }
     }
 
+    /// Whether the MMU has flow-control events waiting for `poll_events`.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        matches!(self, Buffer::Mmu(m) if m.has_events())
+    }
+
     /// Flow-control events raised since the last call.
     pub fn poll_events(&mut self, out: &mut Vec<mmu::FcEvent>) {
         if let Buffer::Mmu(m) = self {

@@ -445,6 +445,12 @@ impl Mmu {
         self.counters.released_cells += u64::from(c);
     }
 
+    /// Whether flow-control events are pending (a cheap check before `poll_events`).
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Moves pending flow-control events into `out` (in the order they happened).
     pub fn poll_events(&mut self, out: &mut Vec<FcEvent>) {
         out.append(&mut self.events);

@@ -12,11 +12,18 @@ use std::sync::atomic::Ordering;
 impl Switch {
     /// Moves the MMU's flow-control events into the schemes and sends the control frames
     /// they want sent now.
+    /// Runs after every receive and service, so the common case (no event, nothing due) is
+    /// an inlined check; the work itself stays out of line.
+    #[inline]
     pub(crate) fn control_out<M: FrameMem>(&mut self, mem: &mut M, now: u64, out: &mut Outputs) {
-        self.buffer.poll_events(&mut self.fc_events);
-        if self.fc_events.is_empty() && !self.schemes.poll_due(now) {
-            return;
+        if self.buffer.has_events() || self.schemes.poll_due(now) {
+            self.emit_control(mem, now, out);
         }
+    }
+
+    #[inline(never)]
+    fn emit_control<M: FrameMem>(&mut self, mem: &mut M, now: u64, out: &mut Outputs) {
+        self.buffer.poll_events(&mut self.fc_events);
         self.mmu_events += self.fc_events.len() as u64;
         let mut frames = std::mem::take(&mut self.ctl_frames);
         self.schemes.poll(&mut self.fc_events, now, &mut frames);

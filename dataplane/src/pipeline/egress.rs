@@ -67,7 +67,7 @@ impl Departure<'_> {
         let Some(q) = q else { return pkt };
         let bytes = eg.qs.data[q].bytes();
         let mut wire = pkt;
-        if !self.schemes.is_empty() {
+        if self.schemes.assigns_queues() {
             let view = PortView {
                 port: self.port,
                 nonempty: eg.qs.nonempty(),

@@ -164,39 +164,87 @@ impl StatsSet {
     }
 }
 
-/// The schemes of one pipe, in the order their hooks run.
+/// The schemes of one pipe: the scheme that assigns data queues and keeps per-packet state
+/// (at most one, as an ASIC has one queue-assignment pipeline: BFC), then PFC and its
+/// watchdog beside it as the link-level fallback. Two slots rather than a `Vec`: the
+/// per-packet hooks go straight to the queue scheme without looping over the list (that loop
+/// cost ~100 instructions per packet, `bench/callgrind.sh`), and PFC, which has no
+/// per-packet work, is only met by `veto` and the control-frame hooks.
 #[derive(Debug, Default)]
 pub struct Schemes {
-    list: Vec<Scheme>,
+    queues: Option<Scheme>,
+    pfc: Option<Scheme>,
+}
+
+impl Scheme {
+    /// A link-local control frame for this scheme? See [`Schemes::on_control`].
+    fn on_control(
+        &mut self,
+        port: usize,
+        ethertype: u16,
+        frame: &[u8],
+        afc: &Afc,
+        now: u64,
+    ) -> Option<bool> {
+        match self {
+            Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
+            Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
+        }
+    }
+
+    fn poll(&mut self, events: &[mmu::FcEvent], now: u64, out: &mut Vec<(usize, ControlFrame)>) {
+        match self {
+            Scheme::Pfc(p) => p.poll(events, now, out),
+            Scheme::Bfc(b) => b.poll(now, out),
+        }
+    }
+
+    #[inline]
+    fn poll_due(&self, now: u64) -> bool {
+        match self {
+            Scheme::Pfc(p) => p.poll_due(now),
+            Scheme::Bfc(b) => b.poll_due(now),
+        }
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        match self {
+            Scheme::Pfc(p) => p.next_deadline(),
+            Scheme::Bfc(b) => b.next_deadline(),
+        }
+    }
 }
 
 impl Schemes {
-    /// The schemes `spec` configures. BFC (if any) runs before PFC, so a pipe sends BFC's
-    /// signals before the PFC frames raised in the same round. `first_pipe`: this pipe does a
-    /// switch's once-per-switch work (BFC's pause-bitmap refresh).
+    /// The schemes `spec` configures. The queue scheme (if any) runs before PFC, so a pipe
+    /// sends BFC's signals before the PFC frames raised in the same round. `first_pipe`: this
+    /// pipe does a switch's once-per-switch work (BFC's pause-bitmap refresh).
     pub fn new(spec: &SwitchSpec, shared: &Shared, first_pipe: bool) -> Result<Self, SchemeError> {
-        let mut list = Vec::new();
-        if let Some(b) = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
-            list.push(Scheme::Bfc(Box::new(b)));
-        }
-        let dynamic_queues = !list.is_empty();
-        if let Some(p) = pfc::PfcScheme::new(spec, dynamic_queues)? {
-            list.push(Scheme::Pfc(Box::new(p)));
-        }
-        Ok(Schemes { list })
+        let queues = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)?
+            .map(|b| Scheme::Bfc(Box::new(b)));
+        let pfc = pfc::PfcScheme::new(spec, queues.is_some())?.map(|p| Scheme::Pfc(Box::new(p)));
+        Ok(Schemes { queues, pfc })
     }
 
     /// The schemes, in hook order.
-    pub fn list(&self) -> &[Scheme] {
-        &self.list
+    pub fn list(&self) -> Vec<&Scheme> {
+        self.queues.iter().chain(self.pfc.iter()).collect()
+    }
+
+    fn each_mut(&mut self) -> impl Iterator<Item = &mut Scheme> {
+        self.queues.iter_mut().chain(self.pfc.iter_mut())
+    }
+
+    fn each(&self) -> impl Iterator<Item = &Scheme> {
+        self.queues.iter().chain(self.pfc.iter())
     }
 
     /// The PFC scheme, if configured.
     pub fn pfc(&self) -> Option<&pfc::PfcScheme> {
-        self.list.iter().find_map(|s| match s {
-            Scheme::Pfc(p) => Some(&**p),
+        match &self.pfc {
+            Some(Scheme::Pfc(p)) => Some(p),
             _ => None,
-        })
+        }
     }
 
     /// A link-local control frame (`ethertype`) arrived on `port`. `Some(wake)` if a scheme
@@ -210,29 +258,25 @@ impl Schemes {
         afc: &Afc,
         now: u64,
     ) -> Option<bool> {
-        self.list.iter_mut().find_map(|s| match s {
-            Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
-            Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
-        })
+        self.each_mut()
+            .find_map(|s| s.on_control(port, ethertype, frame, afc, now))
     }
 
     /// Before parsing: a scheme may strip a header it added upstream (the data shim).
     #[inline]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_ingress(mem, pkt);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.on_ingress(mem, pkt),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
     /// After parsing: per-flow metadata.
     #[inline]
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_parsed(pkt, meta);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.on_parsed(pkt, meta),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
@@ -240,29 +284,27 @@ impl Schemes {
     /// choice by priority; a scheme with dynamic queues overrides it).
     #[inline]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.select_queue(pkt, view, now);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.select_queue(pkt, view, now),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
     /// Whether a scheme refuses packets for (`port`, `queue`) (the PFC watchdog's drop action).
     #[inline]
     pub fn veto(&self, port: usize, queue: usize) -> Option<DropReason> {
-        self.list.iter().find_map(|s| match s {
-            Scheme::Pfc(p) => p.veto(port, queue),
-            Scheme::Bfc(_) => None,
-        })
+        match &self.pfc {
+            Some(Scheme::Pfc(p)) => p.veto(port, queue),
+            _ => None,
+        }
     }
 
     /// `pkt` was dropped after queue selection, before it was queued.
     #[inline]
     pub fn on_drop(&mut self, pkt: &Pkt, now: u64) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_drop(pkt, now);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.on_drop(pkt, now),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
@@ -276,10 +318,9 @@ impl Schemes {
         view: &PortView<'_>,
         now: u64,
     ) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_enqueue(pkt, queue, queue_bytes, view, now);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
@@ -294,10 +335,9 @@ impl Schemes {
         view: &PortView<'_>,
         now: u64,
     ) {
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_dequeue(pkt, queue, queue_bytes, view, now);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
+            Some(Scheme::Pfc(_)) | None => {}
         }
     }
 
@@ -311,13 +351,10 @@ impl Schemes {
         port: usize,
         queue: usize,
     ) -> u32 {
-        let mut len = pkt.len;
-        for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                len = b.egress_rewrite(mem, pkt.frame, len, port, queue);
-            }
+        match &mut self.queues {
+            Some(Scheme::Bfc(b)) => b.egress_rewrite(mem, pkt.frame, pkt.len, port, queue),
+            Some(Scheme::Pfc(_)) | None => pkt.len,
         }
-        len
     }
 
     /// Feeds the MMU's flow-control events (drained by the caller) and collects the control
@@ -328,11 +365,8 @@ impl Schemes {
         now: u64,
         out: &mut Vec<(usize, ControlFrame)>,
     ) {
-        for s in &mut self.list {
-            match s {
-                Scheme::Pfc(p) => p.poll(events, now, out),
-                Scheme::Bfc(b) => b.poll(now, out),
-            }
+        for s in self.each_mut() {
+            s.poll(events, now, out);
         }
         events.clear();
     }
@@ -341,44 +375,35 @@ impl Schemes {
     /// the pipeline skip the poll on the common path.
     #[inline]
     pub fn poll_due(&self, now: u64) -> bool {
-        self.list.iter().any(|s| match s {
-            Scheme::Pfc(p) => p.poll_due(now),
-            Scheme::Bfc(b) => b.poll_due(now),
-        })
+        self.queues.as_ref().is_some_and(|s| s.poll_due(now))
+            || self.pfc.as_ref().is_some_and(|s| s.poll_due(now))
     }
 
-    /// No scheme is configured: the hooks have nothing to do.
+    /// Whether a scheme assigns data queues and keeps per-packet state (without one, the
+    /// per-packet hooks have nothing to do and the stages skip building views for them).
     #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
+    pub fn assigns_queues(&self) -> bool {
+        self.queues.is_some()
     }
 
     /// When `on_timer` (or `poll`) next has work, if ever.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.list
-            .iter()
-            .filter_map(|s| match s {
-                Scheme::Pfc(p) => p.next_deadline(),
-                Scheme::Bfc(b) => b.next_deadline(),
-            })
-            .min()
+        self.each().filter_map(Scheme::next_deadline).min()
     }
 
     /// Whether a scheme has timed work at `now` beyond `poll` (the PFC watchdog).
     pub fn timer_due(&self, now: u64) -> bool {
-        self.list.iter().any(|s| match s {
-            Scheme::Pfc(p) => p.watchdog_due(now),
-            Scheme::Bfc(_) => false,
-        })
+        match &self.pfc {
+            Some(Scheme::Pfc(p)) => p.watchdog_due(now),
+            _ => false,
+        }
     }
 
     /// Timed work over the queues of the ports this pipe owns (`ports`: port, non-empty
     /// bitmap, number of data queues).
     pub fn on_timer(&mut self, now: u64, ports: &[(usize, u128, usize)], afc: &Afc) {
-        for s in &mut self.list {
-            if let Scheme::Pfc(p) = s {
-                p.watchdog_tick(now, ports, afc);
-            }
+        if let Some(Scheme::Pfc(p)) = &mut self.pfc {
+            p.watchdog_tick(now, ports, afc);
         }
     }
 
