@@ -6,3 +6,4 @@ cd "$(dirname "$0")"
 deploy/install.sh --mininet   # Mininet for tools/tests/mininet.rs
 cargo build --release --workspace
 cargo test --release --workspace
+target/release/xoff repro all --quick --out target/repro-quick   # fails on a broken verdict

@@ -6,6 +6,8 @@
 mod bench;
 mod experiment;
 mod host;
+mod plot;
+mod repro;
 mod run;
 mod sim;
 
@@ -45,6 +47,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: experiment::ExperimentCmd,
     },
+    /// Reproduce the papers' headline results in virtual time: paper vs measured, a verdict
+    /// per row, REPORT.md and plots.
+    Repro(repro::ReproArgs),
     /// Build, use and remove a netns testbed from a topology file.
     Testbed {
         #[command(subcommand)]
@@ -136,6 +141,7 @@ fn main() {
         Cmd::Testbed { cmd } => testbed_cmd(cmd),
         Cmd::Host(a) => host::run(a),
         Cmd::Experiment { cmd } => experiment::run(cmd),
+        Cmd::Repro(a) => repro::run(a),
     };
     match res {
         Ok(code) => std::process::exit(code),

@@ -1,0 +1,378 @@
+//! `xoff repro`: each paper's headline results run in virtual time at the paper's scale, the
+//! paper's number beside the measured one, and a verdict per row, written to `REPORT.md` with
+//! plots. One module per paper; a paper's module builds the paper's own setup from the shipped
+//! `deploy/sim` files (so a reader can rerun any row with `xoff sim`) and returns a
+//! [`Section`].
+//!
+//! A row's verdict is a band, never a bare number: within a relative tolerance of the paper's
+//! figure, at least / at most a bound the paper states, or an ordering (of schemes) that the
+//! paper shows only as a plot. A row that does not match is reported as broken and makes the
+//! command exit 1; a known, explained deviation is shown as its own row beside the variant
+//! that does match, with the reason in the row's note.
+
+mod bfc;
+mod dsh;
+mod pfc;
+
+use anyhow::{bail, Context, Result};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct ReproArgs {
+    /// Papers to reproduce: dsh, pfc, bfc, aquarius, pyrrha, proteus, or all.
+    #[arg(default_value = "all")]
+    which: Vec<String>,
+    /// Shortened runs for CI (each section says what it shortens).
+    #[arg(long)]
+    quick: bool,
+    /// Where REPORT.md and the plots go.
+    #[arg(long, default_value = "results/repro")]
+    out: PathBuf,
+}
+
+/// The papers `xoff repro` knows, in report order, with the issue that adds each one not yet
+/// built.
+const PAPERS: &[(&str, Option<&str>)] = &[
+    ("dsh", None),
+    ("pfc", None),
+    ("bfc", None),
+    ("aquarius", Some("issue 16 (Aquarius) has not landed")),
+    ("pyrrha", Some("issue 17 (Pyrrha) has not landed")),
+    ("proteus", Some("issue 18 (Proteus) has not landed")),
+];
+
+/// What a row's measured value must satisfy.
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// |measured / target − 1| ≤ tol.
+    Within {
+        target: f64,
+        tol: f64,
+    },
+    AtLeast(f64),
+    AtMost(f64),
+    /// An ordering or property the paper shows (measured is 1 when it holds).
+    Holds,
+}
+
+/// One reproduced figure or table entry.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Where in the paper, e.g. "§V-A Fig. 11b".
+    pub figure: String,
+    pub metric: String,
+    /// The paper's number or statement, quoted.
+    pub paper: String,
+    pub measured: f64,
+    /// How `measured` is printed (e.g. "%", "x", "µs"; "" for a property).
+    pub unit: &'static str,
+    pub check: Check,
+    /// Why the band is what it is, or why a deviation is expected.
+    pub note: String,
+}
+
+impl Row {
+    pub fn new(figure: &str, metric: &str, paper: &str, measured: f64, unit: &'static str) -> Row {
+        Row {
+            figure: figure.into(),
+            metric: metric.into(),
+            paper: paper.into(),
+            measured,
+            unit,
+            check: Check::Holds,
+            note: String::new(),
+        }
+    }
+
+    /// A property row: holds or not.
+    pub fn holds(figure: &str, metric: &str, paper: &str, ok: bool) -> Row {
+        Row::new(figure, metric, paper, if ok { 1.0 } else { 0.0 }, "")
+    }
+
+    pub fn check(mut self, c: Check) -> Row {
+        self.check = c;
+        self
+    }
+
+    pub fn note(mut self, n: impl Into<String>) -> Row {
+        self.note = n.into();
+        self
+    }
+
+    pub fn passes(&self) -> bool {
+        let m = self.measured;
+        match self.check {
+            Check::Within { target, tol } => (m / target - 1.0).abs() <= tol,
+            Check::AtLeast(x) => m >= x,
+            Check::AtMost(x) => m <= x,
+            Check::Holds => m == 1.0,
+        }
+    }
+
+    fn measured_text(&self) -> String {
+        match self.check {
+            Check::Holds => (if self.measured == 1.0 {
+                "holds"
+            } else {
+                "does not hold"
+            })
+            .into(),
+            _ => format!("{} {}", fmt_num(self.measured), self.unit)
+                .trim_end()
+                .to_string(),
+        }
+    }
+
+    fn ratio_text(&self) -> String {
+        match self.check {
+            Check::Within { target, .. } | Check::AtLeast(target) | Check::AtMost(target) => {
+                format!("{:.2}", self.measured / target)
+            }
+            Check::Holds => "–".into(),
+        }
+    }
+
+    fn band_text(&self) -> String {
+        match self.check {
+            Check::Within { target, tol } => {
+                format!("{} {} ± {:.0} %", fmt_num(target), self.unit, tol * 100.0)
+            }
+            Check::AtLeast(x) => format!("≥ {} {}", fmt_num(x), self.unit),
+            Check::AtMost(x) => format!("≤ {} {}", fmt_num(x), self.unit),
+            Check::Holds => "holds".into(),
+        }
+    }
+}
+
+fn fmt_num(x: f64) -> String {
+    if x != 0.0 && (x.abs() >= 1e5 || x.abs() < 1e-2) {
+        format!("{x:.3e}")
+    } else if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// One paper's part of the report.
+#[derive(Debug, Default)]
+pub struct Section {
+    pub title: String,
+    /// The setup as run, and where (and why) it differs from the paper's.
+    pub setup: String,
+    pub rows: Vec<Row>,
+    /// Plot files, relative to the output directory.
+    pub plots: Vec<String>,
+    /// Figures of the runs behind the rows.
+    pub log: String,
+    pub wall: Duration,
+}
+
+/// What every paper's runner gets. (Every section built so far runs at the paper's full
+/// scale in seconds, so none shortens anything under `--quick` yet; the large-scale runs to
+/// come, e.g. BFC §6.2, will read it.)
+pub struct Ctx<'a> {
+    pub out: &'a Path,
+}
+
+/// `deploy/sim/NAME`, found from the working directory or the source tree.
+pub fn sim_file(name: &str) -> PathBuf {
+    let rel = Path::new("deploy/sim").join(name);
+    if rel.exists() {
+        return rel;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+pub fn run(a: ReproArgs) -> Result<i32> {
+    let mut want: Vec<&str> = Vec::new();
+    for w in &a.which {
+        if w == "all" {
+            want.extend(PAPERS.iter().map(|p| p.0));
+        } else if let Some(p) = PAPERS.iter().find(|p| p.0 == w) {
+            if let Some(why) = p.1 {
+                bail!("repro {w}: not reproducible yet: {why}");
+            }
+            want.push(p.0);
+        } else {
+            let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();
+            bail!(
+                "repro: unknown paper `{w}` (known: {}, all)",
+                names.join(", ")
+            );
+        }
+    }
+    want.dedup();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("{}", a.out.display()))?;
+    let ctx = Ctx { out: &a.out };
+    let mut sections = Vec::new();
+    let mut pending = Vec::new();
+    for name in want {
+        let why = PAPERS.iter().find(|p| p.0 == name).and_then(|p| p.1);
+        if let Some(why) = why {
+            pending.push((name, why));
+            continue;
+        }
+        let t0 = Instant::now();
+        eprintln!("repro {name}: running");
+        let mut s = match name {
+            "dsh" => dsh::run(&ctx)?,
+            "pfc" => pfc::run(&ctx)?,
+            "bfc" => bfc::run(&ctx)?,
+            _ => unreachable!("every built paper has a runner"),
+        };
+        s.wall = t0.elapsed();
+        let bad = s.rows.iter().filter(|r| !r.passes()).count();
+        eprintln!(
+            "repro {name}: {} rows, {bad} broken, {:.1} s",
+            s.rows.len(),
+            s.wall.as_secs_f64()
+        );
+        sections.push(s);
+    }
+    let report = render(&sections, &pending, a.quick);
+    let path = a.out.join("REPORT.md");
+    std::fs::write(&path, &report).with_context(|| format!("{}", path.display()))?;
+    print!("{report}");
+    let broken: usize = sections
+        .iter()
+        .map(|s| s.rows.iter().filter(|r| !r.passes()).count())
+        .sum();
+    eprintln!("repro: report in {}; {broken} broken rows", path.display());
+    Ok(if broken == 0 { 0 } else { 1 })
+}
+
+fn render(sections: &[Section], pending: &[(&str, &str)], quick: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# xoff repro{}\n", if quick { " --quick" } else { "" });
+    let _ = writeln!(
+        s,
+        "Each row: where in the paper, the paper's number (quoted), the measured number, \
+         measured/paper, the verdict band and the verdict. All runs are in Xoff's virtual-time \
+         fabric (`xoff sim`), deterministic for a seed.\n"
+    );
+    let _ = writeln!(s, "| paper | rows | broken | wall time |");
+    let _ = writeln!(s, "|---|---|---|---|");
+    for sec in sections {
+        let bad = sec.rows.iter().filter(|r| !r.passes()).count();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {bad} | {:.1} s |",
+            sec.title,
+            sec.rows.len(),
+            sec.wall.as_secs_f64()
+        );
+    }
+    for (name, why) in pending {
+        let _ = writeln!(s, "| {name} | – | – | not yet: {why} |");
+    }
+    for sec in sections {
+        let _ = writeln!(s, "\n## {}\n\n{}\n", sec.title, sec.setup.trim());
+        let _ = writeln!(
+            s,
+            "| figure | metric | paper | measured | ratio | band | verdict |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for r in &sec.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.figure,
+                r.metric,
+                r.paper,
+                r.measured_text(),
+                r.ratio_text(),
+                r.band_text(),
+                if r.passes() { "ok" } else { "**BROKEN**" }
+            );
+        }
+        let notes: Vec<&Row> = sec.rows.iter().filter(|r| !r.note.is_empty()).collect();
+        if !notes.is_empty() {
+            let _ = writeln!(s);
+            for r in notes {
+                let _ = writeln!(s, "- *{}, {}*: {}", r.figure, r.metric, r.note);
+            }
+        }
+        for p in &sec.plots {
+            let _ = writeln!(s, "\n![{p}]({p})");
+        }
+        if !sec.log.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n<details><summary>runs</summary>\n\n```\n{}```\n</details>",
+                sec.log
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bands() {
+        let r = |m: f64, c: Check| Row::new("f", "m", "p", m, "%").check(c);
+        assert!(r(
+            40.0,
+            Check::Within {
+                target: 40.0,
+                tol: 0.15
+            }
+        )
+        .passes());
+        assert!(r(
+            46.0,
+            Check::Within {
+                target: 40.0,
+                tol: 0.15
+            }
+        )
+        .passes());
+        assert!(!r(
+            46.1,
+            Check::Within {
+                target: 40.0,
+                tol: 0.15
+            }
+        )
+        .passes());
+        assert!(!r(
+            33.9,
+            Check::Within {
+                target: 40.0,
+                tol: 0.15
+            }
+        )
+        .passes());
+        assert!(r(4.0, Check::AtLeast(4.0)).passes() && !r(3.99, Check::AtLeast(4.0)).passes());
+        assert!(r(1.0, Check::AtMost(1.0)).passes() && !r(1.01, Check::AtMost(1.0)).passes());
+        assert!(Row::holds("f", "m", "p", true).passes());
+        assert!(!Row::holds("f", "m", "p", false).passes());
+    }
+
+    #[test]
+    fn a_broken_row_is_marked_in_the_report() {
+        let sec = Section {
+            title: "x".into(),
+            rows: vec![
+                Row::new("Fig. 1", "a", "40 %", 41.0, "%").check(Check::Within {
+                    target: 40.0,
+                    tol: 0.15,
+                }),
+                Row::new("Fig. 2", "b", "> 4x", 2.0, "x").check(Check::AtLeast(4.0)),
+            ],
+            ..Section::default()
+        };
+        let r = render(&[sec], &[("aquarius", "later")], true);
+        assert_eq!(r.matches("**BROKEN**").count(), 1, "{r}");
+        assert!(
+            r.contains("| Fig. 1 | a | 40 % | 41 % | 1.02 | 40 % ± 15 % | ok |"),
+            "{r}"
+        );
+        assert!(r.contains("not yet: later"), "{r}");
+    }
+}

@@ -1,0 +1,48 @@
+//! `xoff repro all --quick`: every reproduced row of every built paper holds (the binary exits
+//! 0 only then), and the report names each paper, the pending ones included. This is where
+//! the DSH §V-A and BFC §6.1 fidelity checks run (`tools/src/repro/`).
+
+use std::process::Command;
+
+#[test]
+fn repro_all_quick_has_no_broken_row() {
+    let out = std::env::temp_dir().join(format!("xoff-repro-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_xoff"))
+        .args(["repro", "all", "--quick", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&out);
+    println!("{report}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "broken rows:\n{report}");
+    assert_eq!(report.matches("**BROKEN**").count(), 0);
+    for s in [
+        "## DSH",
+        "## PFC",
+        "## BFC",
+        "| aquarius |",
+        "| pyrrha |",
+        "| proteus |",
+    ] {
+        assert!(report.contains(s), "{s}");
+    }
+    // Every built paper reports rows with the paper's number and a verdict.
+    assert!(report.matches("| ok |").count() >= 20, "{report}");
+}
+
+#[test]
+fn unknown_or_unbuilt_paper_is_a_clear_error() {
+    for (arg, want) in [
+        ("nosuch", "unknown paper `nosuch`"),
+        ("pyrrha", "not reproducible yet"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xoff"))
+            .args(["repro", arg, "--out", "/tmp/xoff-repro-unused"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{e}");
+    }
+}
