@@ -376,7 +376,8 @@ impl Worker {
             let dst = usize::from(self.owner[usize::from(h.port)]);
             if let Err(h) = self.boxes[dst].ring.push(h) {
                 if !h.ctrl {
-                    self.sw.shared.counters[usize::from(h.port)].drop(DropReason::QueueFull);
+                    // Another worker owns the port: an atomic add, not the owner's counter.
+                    self.sw.shared.counters[usize::from(h.port)].drop_shared(DropReason::QueueFull);
                 }
                 crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
             } else {

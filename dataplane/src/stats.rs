@@ -6,17 +6,26 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A single-writer counter.
+/// A counter. `add` is a plain load + store (no locked instruction on the packet path), which
+/// is exact only while one thread writes the counter: the worker that owns its port. A counter
+/// that other threads may write too takes `add_shared` (an atomic add) for *every* write.
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
 
 impl Counter {
+    /// Adds `n`; only the counter's single writer may call it.
     #[inline]
     pub fn add(&self, n: u64) {
         self.0.store(
             self.0.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
+    }
+
+    /// Adds `n` atomically: for counters any thread may write.
+    #[inline]
+    pub fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     #[inline]
@@ -145,8 +154,12 @@ pub struct PortCounters {
     pub tx_pkts: Counter,
     pub tx_bytes: Counter,
     /// Indexed by `DropReason::index` (attributed to the port the frame arrived on, except
-    /// egress drops, which count at the egress port).
+    /// egress drops, which count at the egress port). Written only by the port's worker.
     pub drops: Vec<Counter>,
+    /// Drops on this port that another worker saw (a full hand-off ring toward this port, a
+    /// control frame for it without a free frame): atomic adds only, summed with `drops` on
+    /// read, so no increment is lost to the owner's plain writes.
+    pub drops_shared: Vec<Counter>,
     pub queues: Vec<QueueCounters>,
     /// AF_XDP ring statistics (XDP_STATISTICS), refreshed by the port's worker.
     pub xdp_rx_dropped: Counter,
@@ -167,6 +180,7 @@ impl PortCounters {
             tx_pkts: Counter::default(),
             tx_bytes: Counter::default(),
             drops: DropReason::ALL.iter().map(|_| Counter::default()).collect(),
+            drops_shared: DropReason::ALL.iter().map(|_| Counter::default()).collect(),
             queues: (0..queues).map(|_| QueueCounters::default()).collect(),
             xdp_rx_dropped: Counter::default(),
             xdp_rx_invalid: Counter::default(),
@@ -178,9 +192,20 @@ impl PortCounters {
         }
     }
 
+    /// Counts a drop seen by the port's own worker.
     #[inline]
     pub fn drop(&self, r: DropReason) {
         self.drops[r.index()].add(1);
+    }
+
+    /// Counts a drop on this port seen by any other thread.
+    pub fn drop_shared(&self, r: DropReason) {
+        self.drops_shared[r.index()].add_shared(1);
+    }
+
+    /// Drops of one reason, from the owner and from other workers.
+    pub fn drops_of(&self, r: DropReason) -> u64 {
+        self.drops[r.index()].get() + self.drops_shared[r.index()].get()
     }
 
     pub fn snapshot(&self, name: &str) -> PortSnapshot {
@@ -193,8 +218,8 @@ impl PortCounters {
             tx_bytes: self.tx_bytes.get(),
             drops: DropReason::ALL
                 .iter()
-                .filter(|r| self.drops[r.index()].get() > 0)
-                .map(|r| (r.name().to_string(), self.drops[r.index()].get()))
+                .filter(|&&r| self.drops_of(r) > 0)
+                .map(|&r| (r.name().to_string(), self.drops_of(r)))
                 .collect(),
             xdp: XdpSnapshot {
                 rx_dropped: self.xdp_rx_dropped.get(),
@@ -339,5 +364,38 @@ impl SwitchSnapshot {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The owner's plain adds and another worker's atomic adds to the same port's drops, at
+    /// full speed on two threads: every increment is counted (the owner's `drops` has one
+    /// writer; `drops_shared` only atomic adds).
+    #[test]
+    fn drops_from_two_workers_are_exact() {
+        const N: u64 = 5_000_000;
+        let c = Arc::new(PortCounters::new(1));
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let other = {
+            let (c, go) = (c.clone(), go.clone());
+            std::thread::spawn(move || {
+                go.wait();
+                for _ in 0..N {
+                    c.drop_shared(DropReason::QueueFull);
+                }
+            })
+        };
+        go.wait();
+        for _ in 0..N {
+            PortCounters::drop(&c, DropReason::QueueFull);
+        }
+        other.join().unwrap();
+        assert_eq!(c.drops_of(DropReason::QueueFull), 2 * N);
+        let snap = c.snapshot("p");
+        assert_eq!(snap.drops.get("queue_full"), Some(&(2 * N)));
     }
 }

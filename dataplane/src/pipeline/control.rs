@@ -29,7 +29,8 @@ impl Switch {
         self.schemes.poll(&mut self.fc_events, now, &mut frames);
         for (port, cf) in frames.drain(..) {
             let Some(f) = mem.alloc() else {
-                self.shared.counters[port].drop(DropReason::NoFrame);
+                // The port may belong to another pipe.
+                self.shared.counters[port].drop_shared(DropReason::NoFrame);
                 continue;
             };
             let len = mem.with_mut(f, |d| cf.emit(d)) as u32;
