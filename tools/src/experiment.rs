@@ -298,9 +298,31 @@ impl Series {
 
 pub fn run(cmd: ExperimentCmd) -> Result<i32> {
     let ExperimentCmd::Run { file, out, json } = cmd;
+    let (res, out) = run_file(&file, out, None)?;
+    let mut o = std::io::stdout().lock();
+    if json {
+        writeln!(o, "{}", serde_json::to_string_pretty(&res)?)?;
+    } else {
+        write!(o, "{}", table(&res))?;
+        writeln!(o, "results in {}", out.display())?;
+    }
+    Ok(0)
+}
+
+/// Runs every cell of the experiment `file` into `out` (default `results/<name>`), with the
+/// traffic window replaced by `duration` if given (`xoff repro --quick`); returns the results
+/// and the output directory.
+pub fn run_file(
+    file: &Path,
+    out: Option<PathBuf>,
+    duration: Option<&str>,
+) -> Result<(ExperimentResult, PathBuf)> {
     let fname = file.display().to_string();
-    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {fname}"))?;
-    let exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {fname}"))?;
+    let mut exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
+    if let Some(d) = duration {
+        exp.duration = d.to_string();
+    }
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -378,14 +400,7 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
         out.join("results.json"),
         serde_json::to_string_pretty(&res)?,
     )?;
-    let mut o = std::io::stdout().lock();
-    if json {
-        writeln!(o, "{}", serde_json::to_string_pretty(&res)?)?;
-    } else {
-        write!(o, "{}", table(&res))?;
-        writeln!(o, "results in {}", out.display())?;
-    }
-    Ok(0)
+    Ok((res, out))
 }
 
 fn progress(k: usize, total: usize, label: &str) {
