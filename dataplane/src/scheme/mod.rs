@@ -24,6 +24,8 @@
 
 pub mod bfc;
 pub mod pfc;
+// Pyrrha (issue 17).
+pub mod pyrrha;
 
 use crate::config::SwitchSpec;
 use crate::frame::{FrameMem, Pkt};
