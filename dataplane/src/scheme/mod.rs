@@ -66,6 +66,8 @@ pub enum ControlFrame {
     Pfc(PfcRepr),
     /// Xoff signal frame (EtherType 0x88B5).
     Signal(SignalRepr),
+    /// Pyrrha signal frame (EtherType 0x88B5, types 0x20-0x2F).
+    Pyrrha(flowctl::pyrrha::wire::PyrrhaRepr),
 }
 
 impl ControlFrame {
@@ -74,6 +76,7 @@ impl ControlFrame {
         match self {
             ControlFrame::Pfc(r) => pfc::emit_pfc(r, buf),
             ControlFrame::Signal(r) => r.emit_into(buf),
+            ControlFrame::Pyrrha(r) => r.emit_into(buf),
         }
     }
 }
@@ -102,6 +105,8 @@ pub enum SchemeError {
     Pfc(#[from] flowctl::PfcError),
     #[error("bfc: {0}")]
     Bfc(#[from] flowctl::BfcError),
+    #[error("pyrrha: {0}")]
+    Pyrrha(#[from] flowctl::PyrrhaError),
 }
 
 /// One scheme of a switch.
@@ -111,6 +116,8 @@ pub enum Scheme {
     Pfc(Box<pfc::PfcScheme>),
     /// Backpressure Flow Control.
     Bfc(Box<bfc::BfcScheme>),
+    /// Pyrrha: congestion roots and isolation queues.
+    Pyrrha(Box<pyrrha::PyrrhaScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
@@ -121,6 +128,8 @@ pub struct SchemeStats {
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<pfc::PfcStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pyrrha: Option<pyrrha::PyrrhaStats>,
 }
 
 /// The per-pipe scheme statistics of a switch: one pipe's, or one per pipe (several workers).
@@ -181,6 +190,9 @@ impl Schemes {
         if let Some(b) = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
             list.push(Scheme::Bfc(Box::new(b)));
         }
+        if let Some(p) = pyrrha::PyrrhaScheme::new(spec)? {
+            list.push(Scheme::Pyrrha(Box::new(p)));
+        }
         let dynamic_queues = !list.is_empty();
         if let Some(p) = pfc::PfcScheme::new(spec, dynamic_queues)? {
             list.push(Scheme::Pfc(Box::new(p)));
@@ -215,6 +227,7 @@ impl Schemes {
         self.list.iter_mut().find_map(|s| match s {
             Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
+            Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
         })
     }
 
@@ -232,8 +245,10 @@ impl Schemes {
     #[inline]
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_parsed(pkt, meta);
+            match s {
+                Scheme::Bfc(b) => b.on_parsed(pkt, meta),
+                Scheme::Pyrrha(p) => p.on_parsed(pkt, meta),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -243,8 +258,10 @@ impl Schemes {
     #[inline]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.select_queue(pkt, view, now);
+            match s {
+                Scheme::Bfc(b) => b.select_queue(pkt, view, now),
+                Scheme::Pyrrha(p) => p.select_queue(pkt, view, now),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -254,7 +271,7 @@ impl Schemes {
     pub fn veto(&self, port: usize, queue: usize) -> Option<DropReason> {
         self.list.iter().find_map(|s| match s {
             Scheme::Pfc(p) => p.veto(port, queue),
-            Scheme::Bfc(_) => None,
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) => None,
         })
     }
 
@@ -279,8 +296,10 @@ impl Schemes {
         now: u64,
     ) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_enqueue(pkt, queue, queue_bytes, view, now);
+            match s {
+                Scheme::Bfc(b) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
+                Scheme::Pyrrha(p) => p.on_enqueue(pkt, queue, queue_bytes, view, now),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -297,8 +316,10 @@ impl Schemes {
         now: u64,
     ) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_dequeue(pkt, queue, queue_bytes, view, now);
+            match s {
+                Scheme::Bfc(b) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
+                Scheme::Pyrrha(p) => p.on_dequeue(queue, queue_bytes, view, now),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -334,6 +355,7 @@ impl Schemes {
             match s {
                 Scheme::Pfc(p) => p.poll(events, now, out),
                 Scheme::Bfc(b) => b.poll(now, out),
+                Scheme::Pyrrha(p) => p.poll(out),
             }
         }
         events.clear();
@@ -346,6 +368,7 @@ impl Schemes {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.poll_due(now),
             Scheme::Bfc(b) => b.poll_due(now),
+            Scheme::Pyrrha(p) => p.poll_due(),
         })
     }
 
@@ -362,6 +385,7 @@ impl Schemes {
             .filter_map(|s| match s {
                 Scheme::Pfc(p) => p.next_deadline(),
                 Scheme::Bfc(b) => b.next_deadline(),
+                Scheme::Pyrrha(_) => None,
             })
             .min()
     }
@@ -370,7 +394,7 @@ impl Schemes {
     pub fn timer_due(&self, now: u64) -> bool {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.watchdog_due(now),
-            Scheme::Bfc(_) => false,
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) => false,
         })
     }
 
@@ -389,7 +413,15 @@ impl Schemes {
     pub fn stats(&self, shared: &Shared, mmu_events: u64, now: u64) -> Option<SchemeStats> {
         let pfc = self.pfc().map(|p| p.stats(mmu_events, now));
         let bfc = shared.bfc.as_deref().map(bfc::BfcStats::of);
-        (pfc.is_some() || bfc.is_some()).then_some(SchemeStats { bfc, pfc })
+        let pyrrha = self.list.iter().find_map(|s| match s {
+            Scheme::Pyrrha(p) => Some(p.pyrrha.stats().clone()),
+            _ => None,
+        });
+        (pfc.is_some() || bfc.is_some() || pyrrha.is_some()).then_some(SchemeStats {
+            bfc,
+            pfc,
+            pyrrha,
+        })
     }
 }
 

@@ -46,7 +46,10 @@ struct Route {
 
 #[derive(Debug, Clone)]
 struct ModelSwitch {
-    seed: u32,
+    /// `ecmp_hash(seed, t) = ecmp_hash(0, t) ^ c` for every `t`: CRC32 is affine over GF(2)
+    /// for messages of one length, so the seed (the first 4 bytes) only XORs in a constant.
+    /// One CRC per packet then serves every downstream switch.
+    c: u32,
     /// Routes, longest prefix first; of equal prefixes the later in the file first (the FIB
     /// keeps the later one).
     routes: Vec<Route>,
@@ -98,7 +101,7 @@ impl PathModel {
                         .then(b.0.cmp(&a.0))
                 });
                 ModelSwitch {
-                    seed: s.seed(),
+                    c: seed_constant(s.seed()),
                     routes: routes.into_iter().map(|(_, r)| r).collect(),
                     peers: s
                         .peers
@@ -123,48 +126,80 @@ impl PathModel {
         self.switches.is_empty()
     }
 
-    /// The egress port switch `s` picks for `t`, as its FIB and ECMP do.
+    /// The egress port switch `s` picks for a packet to `dst` whose unseeded ECMP hash is
+    /// `h0`, as its FIB and ECMP do (`hash % n` over the route's ports in FIB order).
     #[inline]
-    fn egress(&self, s: &ModelSwitch, dst: u32, t: &FiveTuple) -> Option<u16> {
+    fn egress(&self, s: &ModelSwitch, dst: u32, h0: u32) -> Option<u16> {
         let r = s.routes.iter().find(|r| dst & r.mask == r.key)?;
-        loadbal::ecmp_pick(s.seed, t, r.via.len()).map(|i| r.via[i])
+        match r.via.len() {
+            0 => None,
+            1 => Some(r.via[0]),
+            n => Some(r.via[(h0 ^ s.c) as usize % n]),
+        }
     }
 
     /// The onward path of `t` leaving switch `s` by `port`: `port` itself, then the egress
     /// port of every switch after it, up to a host (or [`MAX_HOPS`] hops).
-    #[inline]
     pub fn onward(&self, s: u16, port: u16, t: &FiveTuple, out: &mut OnwardPath) {
+        let dst = match t.dst {
+            IpAddr::V4(d) => Some(u32::from(d)),
+            IpAddr::V6(_) => None,
+        };
+        self.onward_hashed(s, port, dst, flow_hash(t), out);
+    }
+
+    /// [`Self::onward`] from what a packet carries: its IPv4 destination (`None`: not IPv4,
+    /// the path stops here) and [`flow_hash`].
+    #[inline]
+    pub fn onward_hashed(
+        &self,
+        s: u16,
+        port: u16,
+        dst: Option<u32>,
+        h0: u32,
+        out: &mut OnwardPath,
+    ) {
         out.hops[0] = RootId::new(s, port);
         out.len = 1;
-        let IpAddr::V4(dst) = t.dst else {
+        let Some(dst) = dst else {
             return;
         };
-        let dst = u32::from(dst);
-        let mut at = self.switches.get(usize::from(s)).and_then(|sw| {
-            sw.peers
-                .get(usize::from(port))
-                .copied()
-                .flatten()
-                .map(|(n, _)| n)
-        });
-        while let Some(n) = at {
+        let next = |sw: &ModelSwitch, p: u16| sw.peers.get(usize::from(p)).copied().flatten();
+        let mut at = self
+            .switches
+            .get(usize::from(s))
+            .and_then(|sw| next(sw, port));
+        while let Some((n, _)) = at {
             if usize::from(out.len) > MAX_HOPS {
                 break;
             }
             let sw = &self.switches[usize::from(n)];
-            let Some(p) = self.egress(sw, dst, t) else {
+            let Some(p) = self.egress(sw, dst, h0) else {
                 break;
             };
             out.hops[usize::from(out.len)] = RootId::new(n, p);
             out.len += 1;
-            at = sw
-                .peers
-                .get(usize::from(p))
-                .copied()
-                .flatten()
-                .map(|(x, _)| x);
+            at = next(sw, p);
         }
     }
+}
+
+/// The unseeded ECMP hash of `t` (`loadbal::ecmp_hash` with seed 0).
+#[inline]
+pub fn flow_hash(t: &FiveTuple) -> u32 {
+    loadbal::ecmp_hash(0, t)
+}
+
+/// What `seed` XORs into the ECMP hash (see `ModelSwitch::c`).
+fn seed_constant(seed: u32) -> u32 {
+    let zero = FiveTuple {
+        proto: 0,
+        src: IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        dst: IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        sport: 0,
+        dport: 0,
+    };
+    loadbal::ecmp_hash(seed, &zero) ^ loadbal::ecmp_hash(0, &zero)
 }
 
 #[cfg(test)]
@@ -351,6 +386,23 @@ mod tests {
             }
         }
         (flows, longest)
+    }
+
+    #[test]
+    fn a_seed_xors_a_constant_into_the_crc() {
+        for (seed, sport) in [(1u32, 1u16), (22, 49152), (0xdead_beef, 7)] {
+            let t = FiveTuple {
+                proto: 6,
+                src: IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)),
+                dst: IpAddr::V4(Ipv4Addr::new(10, 0, 3, 2)),
+                sport,
+                dport: 80,
+            };
+            assert_eq!(
+                flow_hash(&t) ^ seed_constant(seed),
+                loadbal::ecmp_hash(seed, &t)
+            );
+        }
     }
 
     #[test]
