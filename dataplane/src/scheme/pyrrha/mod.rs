@@ -181,3 +181,135 @@ fn apply(regs: &PauseRegs, c: QueueCmd) {
 
 /// Pyrrha counters of one pipe (`flowctl::pyrrha::PyrrhaStats`).
 pub type PyrrhaStats = flowctl::pyrrha::PyrrhaStats;
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Topology;
+    use crate::frame::HeapMem;
+    use crate::switch::Outputs;
+    use crate::wire::data::FrameTemplate;
+    use crate::Switch;
+    use flowctl::pyrrha::wire::PyrrhaRepr;
+    use flowctl::pyrrha::{Msg, RootId};
+    use std::path::Path;
+
+    /// h1 - s1 - s2 - h2; s1 runs Pyrrha. The root is s2's port toward h2.
+    const TOPO: &str = r#"
+[[switch]]
+name = "s1"
+scheme = "pyrrha"
+defaults = { rate = "100Gbit", delay = "1us", queues = 8, prio_map = [0, 0, 0, 0, 0, 0, 0, 0] }
+port = [{ name = "h" }, { name = "up" }]
+route = [{ prefix = "10.0.1.1/32", via = ["h"] }, { prefix = "10.0.2.0/24", via = ["up"] }]
+[[switch]]
+name = "s2"
+scheme = "pyrrha"
+defaults = { rate = "100Gbit", delay = "1us", queues = 8, prio_map = [0, 0, 0, 0, 0, 0, 0, 0] }
+port = [{ name = "down" }, { name = "h" }]
+route = [{ prefix = "10.0.2.1/32", via = ["h"] }, { prefix = "10.0.1.0/24", via = ["down"] }]
+[[host]]
+name = "h1"
+ip = "10.0.1.1/24"
+gateway = "10.0.1.254"
+[[host]]
+name = "h2"
+ip = "10.0.2.1/24"
+gateway = "10.0.2.254"
+[[link]]
+a = "h1"
+b = "s1:h"
+[[link]]
+a = "s1:up"
+b = "s2:down"
+[[link]]
+a = "h2"
+b = "s2:h"
+"#;
+
+    fn receive(sw: &mut Switch, mem: &mut HeapMem, port: u16, bytes: &[u8], now: u64) {
+        let f = mem.alloc_with(bytes).expect("frame");
+        let mut out = Outputs::new();
+        sw.receive(mem, port, f, bytes.len() as u32, now, &mut out);
+    }
+
+    fn signal(m: Msg) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        let n = PyrrhaRepr::new([2, 0, 0, 0, 0, 9], None, m).emit_into(&mut b);
+        b.truncate(n);
+        b
+    }
+
+    #[test]
+    fn a_paused_root_puts_the_flows_crossing_it_in_a_paused_iq() {
+        let t = Topology::parse(TOPO, Path::new("pyrrha.toml")).unwrap();
+        let r = t.resolve().unwrap();
+        let spec = r.switch("s1").unwrap().spec.clone();
+        let p = spec.pyrrha.as_ref().unwrap();
+        assert_eq!(p.ports[1].iqs, (1..8).collect::<Vec<u8>>());
+        // 100 Gbit/s x 2 x 1 us = 25 000 B: K_pause 50 000, K_resume 25 000.
+        assert_eq!(p.ports[1].bdp_bytes, 25_000);
+        assert_eq!(p.signal, vec![false, true], "signals to s2 only, not to h1");
+        let mut sw = Switch::single(spec, 0).unwrap();
+        let mut mem = HeapMem::new(64, 2048);
+        let (s2, h) = r.port_of("s2", "h").unwrap();
+        let root = RootId::new(s2 as u16, h);
+        let h1 = &r.hosts[0];
+        let frame = {
+            let tmpl = FrameTemplate {
+                src_mac: h1.mac,
+                dst_mac: h1.peer_mac.unwrap(),
+                src_ip: h1.ip,
+                dst_ip: r.hosts[1].ip,
+                sport: 1000,
+                dport: 4791,
+                prio: 3,
+                vlan: false,
+                ecn: false,
+            };
+            let mut f = vec![0u8; 1000];
+            tmpl.emit_headers(&mut f, 1000);
+            f
+        };
+        // Uncongested: the OQ.
+        receive(&mut sw, &mut mem, 0, &frame, 0);
+        assert_eq!(sw.queue_bytes(1, 0), 1000);
+        // PAUSE(s2:h, 1 hop) on the uplink: the next packet of the flow takes an IQ, paused,
+        // held behind the order mark in the OQ as well.
+        receive(
+            &mut sw,
+            &mut mem,
+            1,
+            &signal(Msg::Pause { root, hops: 1 }),
+            10,
+        );
+        receive(&mut sw, &mut mem, 0, &frame, 20);
+        assert_eq!(sw.queue_bytes(1, 1), 1000);
+        assert_eq!(sw.shared.afc.port(1).paused_mask(21), 1 << 1);
+        // A PAUSE naming s1 itself is ignored (loop guard).
+        let me = RootId::new(r.switch_index("s1").unwrap() as u16, 1);
+        receive(
+            &mut sw,
+            &mut mem,
+            1,
+            &signal(Msg::Pause { root: me, hops: 2 }),
+            30,
+        );
+        // RESUME: the IQ stays paused until the OQ's packet (ahead of the mark) has left.
+        receive(
+            &mut sw,
+            &mut mem,
+            1,
+            &signal(Msg::Resume { root, hops: 1 }),
+            40,
+        );
+        assert_eq!(sw.shared.afc.port(1).paused_mask(41), 1 << 1);
+        let mut out = Outputs::new();
+        sw.service(&mut mem, 1, 1_000_000, &mut out);
+        assert_eq!(sw.queue_bytes(1, 0), 0);
+        assert_eq!(sw.shared.afc.port(1).paused_mask(1_000_001), 0);
+        let st = sw.scheme_stats(2_000_000).unwrap().pyrrha.unwrap();
+        assert_eq!(st.ports[1].pauses_received, 2);
+        assert_eq!(st.ports[1].loops_ignored, 1);
+        assert_eq!((st.ports[1].iqs_assigned, st.ports[1].order_marks), (1, 1));
+    }
+}
