@@ -398,6 +398,10 @@ impl Pyrrha {
         if let Some(q) = p.iqs.find(&key) {
             return Choice::Iq(q);
         }
+        // An IQ whose only packet was dropped after its assignment never sees a dequeue:
+        // reclaim idle IQs here, where a new one is needed (rare, per root and port).
+        self.unassign_empty(port, now);
+        let p = &mut self.ports[port];
         let r = p.iqs.assign(key, oq, &mut self.roots);
         let st = &mut self.stats.ports[port];
         match r {

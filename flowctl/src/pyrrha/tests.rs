@@ -355,3 +355,22 @@ fn max_iqs_caps_the_stack_and_bad_settings_are_refused() {
         Err(PyrrhaError::Thresholds(..))
     ));
 }
+
+#[test]
+fn an_iq_whose_packet_was_dropped_is_reclaimed_when_a_new_one_is_needed() {
+    let mut p = switch(2, &[1, 2]);
+    let a = RootId::new(50, 1);
+    let b = RootId::new(51, 1);
+    p.on_pause(0, a, 2, 0);
+    p.on_pause(0, b, 2, 0);
+    // Root a paused on port 0 only: on port 1 its IQ is resumed; the packet is then dropped.
+    assert_eq!(p.select(1, 0, &path(1, &[(2, a)]), 1), Choice::Iq(1));
+    assert_eq!(p.iqs_in_use(1), 1);
+    assert_eq!(p.select(1, 0, &path(1, &[(2, b)]), 2), Choice::Iq(1));
+    assert_eq!(
+        p.iqs_in_use(1),
+        1,
+        "a's idle IQ went back to the stack first"
+    );
+    assert_eq!(p.iq_state(1, 1), IqState::Resumed);
+}
