@@ -542,12 +542,14 @@ fn incast_mix(m: Mix) -> MixResult {
 /// BFC-32 12.0 ms over 2127 flows (flows under 100 KB: 15.9, 16.9, 11.2 ms), no flow
 /// incomplete, at most 4 IQs in use, and no PFC frame reached a host in any cell. Short flows
 /// waiting as long as long ones, for 2 ms of arrivals, say the delay is not the fabric's
-/// head-of-line blocking the figure is about but queuing the setup itself creates (the
-/// senders' NIC FIFOs under 0.8 load of 1-BDP windows without congestion control, or an
-/// offered load above what the hosts drain): to be found before the comparison means
-/// anything. Next steps: per-hop queuing of the vulnerable flows (Fig. 23's split), the
-/// senders' NIC queue depth over time, the paper's Memcached workload (not shipped in
-/// deploy/workloads), and the paper's per-size-bucket FCTs.
+/// head-of-line blocking the figure is about. A diagnostic run of the PFC cell at 0.3 load
+/// (not kept) gives the same picture: median FCT 8.2 ms for a 6 KB flow, 361 268
+/// retransmissions, 15 447 timeouts and 21 381 packets the receivers count lost, with no drop
+/// counted by any switch: the host stacks lose packets somewhere on this topology and wait
+/// out 1 ms-minimum RTOs with backoff (1 + 2 + 4 ms ≈ the 8 ms median). That must be found
+/// (the stacks' NIC queues? MAC/ARP toward another subnet?) before the comparison means
+/// anything. Then: per-hop queuing of the vulnerable flows (Fig. 23's split), the paper's
+/// Memcached workload (not shipped in deploy/workloads), per-size-bucket FCTs.
 #[test]
 #[ignore = "§6 incast-mix not reproduced yet: see the doc comment"]
 fn section6_incast_mix_vulnerable_p99_below_pfc_and_bfc32() {
