@@ -545,10 +545,11 @@ fn incast_mix(m: Mix) -> MixResult {
 /// head-of-line blocking the figure is about. A diagnostic run of the PFC cell at 0.3 load
 /// (not kept) gives the same picture: median FCT 8.2 ms for a 6 KB flow, 361 268
 /// retransmissions, 15 447 timeouts and 21 381 packets the receivers count lost, with no drop
-/// counted by any switch: the host stacks lose packets somewhere on this topology and wait
-/// out 1 ms-minimum RTOs with backoff (1 + 2 + 4 ms ≈ the 8 ms median). That must be found
-/// (the stacks' NIC queues? MAC/ARP toward another subnet?) before the comparison means
-/// anything. Then: per-hop queuing of the vulnerable flows (Fig. 23's split), the paper's
+/// counted by any switch: the host stacks lose packets and wait out 1 ms-minimum RTOs with
+/// backoff (1 + 2 + 4 ms ≈ the 8 ms median). With `[sim] nic_queue = 1000000` the losses
+/// vanish (they were the senders' 1024-frame NIC queues overflowing) but 17 669 timeouts
+/// remain (p50 9.1 ms): queuing of a millisecond or more somewhere at 0.3 load fires spurious
+/// RTOs and go-back-N feeds it. That must be found before the comparison means anything. Then: per-hop queuing of the vulnerable flows (Fig. 23's split), the paper's
 /// Memcached workload (not shipped in deploy/workloads), per-size-bucket FCTs.
 #[test]
 #[ignore = "§6 incast-mix not reproduced yet: see the doc comment"]
