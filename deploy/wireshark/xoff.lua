@@ -1,6 +1,7 @@
 -- Wireshark/tshark dissector for Xoff's own frames (see flowctl/src/wire/signal.rs and
 -- flowctl/src/wire/shim.rs):
 --   EtherType 0x88B5  Xoff signal: version, type (1 PAUSE, 2 RESUME, 3 BITMAP), fields
+--                     (0x20-0x2F: Pyrrha PAUSE/RESUME/MERGE, see the Pyrrha block below)
 --   EtherType 0x88B6  Xoff data shim: version|flags, upstreamQ, then the original EtherType
 -- Use: tshark -X lua_script:deploy/wireshark/xoff.lua -r capture.pcap -V
 --      (or copy to ~/.local/lib/wireshark/plugins/)
@@ -63,3 +64,44 @@ end
 local et = DissectorTable.get("ethertype")
 et:add(0x88B5, sig)
 et:add(0x88B6, shim)
+
+-- --- Pyrrha (issue 17): signal types 0x20-0x2F (flowctl/src/pyrrha/wire.rs) ---
+--   0x20 PAUSE / 0x21 RESUME: root switch-id (u16), root port-id (u16), hops (u8), reserved
+--   0x22 MERGE: old root switch, port (u16 each), old hops, new hops (u8), new root switch, port
+local py_types = { [0x20] = "PYRRHA PAUSE", [0x21] = "PYRRHA RESUME", [0x22] = "PYRRHA MERGE" }
+local pyr = Proto("xoffpyrrha", "Xoff Pyrrha signal")
+local py_ver = ProtoField.uint8("xoffpyrrha.version", "Version")
+local py_type = ProtoField.uint8("xoffpyrrha.type", "Type", base.HEX, py_types)
+local py_root = ProtoField.string("xoffpyrrha.root", "Root (switch:port)")
+local py_hops = ProtoField.uint8("xoffpyrrha.hops", "Root hops")
+local py_new = ProtoField.string("xoffpyrrha.new_root", "New root (switch:port)")
+local py_new_hops = ProtoField.uint8("xoffpyrrha.new_hops", "New root hops")
+pyr.fields = { py_ver, py_type, py_root, py_hops, py_new, py_new_hops }
+
+-- 0x88B5 now comes here first; other signal types go on to the Xoff signal dissector.
+local xoffsig_handle = Dissector.get("xoffsig")
+function pyr.dissector(buf, pinfo, tree)
+    if buf:len() < 2 or buf(1, 1):uint() < 0x20 or buf(1, 1):uint() > 0x2F then
+        return xoffsig_handle:call(buf, pinfo, tree)
+    end
+    pinfo.cols.protocol = "XOFF-PYRRHA"
+    local t = tree:add(pyr, buf())
+    local ty = buf(1, 1):uint()
+    t:add(py_ver, buf(0, 1))
+    t:add(py_type, buf(1, 1))
+    if buf:len() < 7 then return end
+    local root = string.format("%d:%d", buf(2, 2):uint(), buf(4, 2):uint())
+    t:add(py_root, buf(2, 4), root)
+    t:add(py_hops, buf(6, 1))
+    local info = string.format("%s root %s hops %d", py_types[ty] or "PYRRHA", root, buf(6, 1):uint())
+    if ty == 0x22 and buf:len() >= 12 then
+        local new = string.format("%d:%d", buf(8, 2):uint(), buf(10, 2):uint())
+        t:add(py_new_hops, buf(7, 1))
+        t:add(py_new, buf(8, 4), new)
+        info = string.format("PYRRHA MERGE %s (hops %d) -> %s (hops %d)", root, buf(6, 1):uint(), new, buf(7, 1):uint())
+    end
+    pinfo.cols.info = info
+end
+
+DissectorTable.get("ethertype"):add(0x88B5, pyr)
+-- --- end Pyrrha ---

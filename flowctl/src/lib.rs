@@ -6,6 +6,7 @@
 //! * [`pfc`]: the PFC sender state machine and receive side.
 //! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
 //! * [`bfc`]: Backpressure Flow Control (queue assignment, pause counters, signals).
+//! * [`pyrrha`]: Pyrrha (congestion roots, root table, isolation queues, order marks).
 
 #![forbid(unsafe_code)]
 // The shipped library obeys clippy.toml (no clocks, threads, files, sockets); unit tests may
@@ -17,6 +18,11 @@ pub mod bfc;
 pub mod pfc;
 pub mod watchdog;
 pub mod wire;
+
+// --- Pyrrha (issue 17) ---
+pub mod pyrrha;
+pub use pyrrha::{Pyrrha, PyrrhaConfig, PyrrhaError, PyrrhaPort};
+// --- end Pyrrha ---
 
 pub use afc::{Afc, AfcCmd, AfcError, AfcRing, PauseRegs, ShmLayout, ShmProducer, ShmRing};
 pub use bfc::{Assignment, Bfc, BfcConfig, BfcError, BfcPort, BfcShared};

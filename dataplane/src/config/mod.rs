@@ -18,7 +18,7 @@ pub mod spec;
 
 pub use resolved::{HostInfo, Peer, ResolvedHost, ResolvedSwitch, ResolvedTopology};
 pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
-pub use spec::{BfcSpec, PortSpec, RouteSpec, SwitchSpec};
+pub use spec::{BfcSpec, PortSpec, PyrrhaSpec, RouteSpec, SwitchSpec};
 
 /// A configuration error: which file, which key, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -165,6 +165,8 @@ pub struct SwitchConfig {
     pub scheme: Scheme,
     /// BFC parameters (`[switch.bfc]`; used when `scheme` is a BFC variant).
     pub bfc: Option<BfcSettings>,
+    /// Pyrrha parameters (`[switch.pyrrha]`; used when `scheme = "pyrrha"`).
+    pub pyrrha: Option<PyrrhaSettings>,
 }
 
 /// Queue assignment / per-hop flow-control scheme of a switch.
@@ -180,14 +182,36 @@ pub enum Scheme {
     BfcStochastic,
     /// BFC backpressure with every flow in queue 0.
     BfcSingle,
+    /// Pyrrha: congestion roots and isolation queues (`flowctl::pyrrha`).
+    Pyrrha,
 }
 
 impl Scheme {
     /// Whether this is a BFC variant.
     pub fn is_bfc(self) -> bool {
-        !matches!(self, Scheme::Static)
+        matches!(
+            self,
+            Scheme::Bfc | Scheme::BfcStochastic | Scheme::BfcSingle
+        )
     }
 }
+
+// --- Pyrrha (issue 17) ---
+/// `[switch.pyrrha]`: Pyrrha parameters. Defaults as the paper's §6: `K_pause` = 2 and
+/// `K_resume` = 1 one-hop BDPs, at most 100 IQs per port, single-tier IQs. The IQs of a port
+/// are its data queues that no priority maps to (e.g. `queues = 16` with `prio_map` all 0).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PyrrhaSettings {
+    pub k_pause: Option<f64>,
+    pub k_resume: Option<f64>,
+    pub max_iqs: Option<usize>,
+    #[serde(default)]
+    pub iq_mode: flowctl::pyrrha::IqMode,
+    /// One-hop BDP (default per port: rate × 2 × its delay, at least one full frame).
+    pub hop_bdp: Option<Size>,
+}
+// --- end Pyrrha ---
 
 /// `[switch.bfc]`: BFC parameters. Defaults follow the paper (table 100 × queues, sticky
 /// 2·HRTT, HRTT = 2 × the largest port delay, `Th = HRTT·μ/N_active`).

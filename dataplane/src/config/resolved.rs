@@ -248,7 +248,7 @@ impl ResolvedTopology {
                 peers: port_peers[si].clone(),
             });
         }
-        Ok(ResolvedTopology {
+        let mut r = ResolvedTopology {
             name: t.name.clone(),
             path: t.path.clone(),
             switches,
@@ -256,8 +256,85 @@ impl ResolvedTopology {
             links,
             switch_index,
             host_index,
-        })
+        };
+        r.resolve_pyrrha(t)?;
+        Ok(r)
     }
+
+    // --- Pyrrha (issue 17) ---
+    /// Pyrrha settings of the switches that run it: one path model of the whole network
+    /// (shared), each port's one-hop BDP and IQs (its queues no priority maps to).
+    fn resolve_pyrrha(&mut self, t: &Topology) -> Result<(), ConfigError> {
+        if !t.switches.iter().any(|s| s.scheme == Scheme::Pyrrha) {
+            return Ok(());
+        }
+        let model = std::sync::Arc::new(crate::scheme::pyrrha::path::PathModel::new(self));
+        for (si, s) in t.switches.iter().enumerate() {
+            if s.scheme != Scheme::Pyrrha {
+                continue;
+            }
+            let err = |k: &str, reason: String| ConfigError {
+                file: t.path.display().to_string(),
+                key: format!("switch[{si}].pyrrha.{k}"),
+                reason,
+            };
+            let d = s.pyrrha.clone().unwrap_or_default();
+            let mut config = flowctl::PyrrhaConfig {
+                iq_mode: d.iq_mode,
+                ..flowctl::PyrrhaConfig::default()
+            };
+            config.k_pause = d.k_pause.unwrap_or(config.k_pause);
+            config.k_resume = d.k_resume.unwrap_or(config.k_resume);
+            config.max_iqs = d.max_iqs.unwrap_or(config.max_iqs);
+            if !(config.k_resume > 0.0 && config.k_resume <= config.k_pause) {
+                return Err(err("k_resume", "need 0 < k_resume <= k_pause".into()));
+            }
+            let sw = &self.switches[si];
+            let ports = sw
+                .spec
+                .ports
+                .iter()
+                .map(|p| {
+                    let frame = u64::from(p.mtu) + 18;
+                    let bdp = d.hop_bdp.map_or_else(
+                        || {
+                            let b = u128::from(p.rate_bps) * 2 * u128::from(p.delay_ps)
+                                / 8
+                                / 1_000_000_000_000;
+                            (b as u64).max(frame)
+                        },
+                        |b| b.0,
+                    );
+                    let used: Vec<usize> = p.prio_map.to_vec();
+                    flowctl::PyrrhaPort {
+                        bdp_bytes: bdp,
+                        iqs: (0..p.queues.min(flowctl::pyrrha::MAX_QUEUES))
+                            .filter(|q| !used.contains(q))
+                            .map(|q| q as u8)
+                            .collect(),
+                        queues: p.queues,
+                    }
+                })
+                .collect();
+            let runs = |x: u32| t.switches[x as usize].scheme == Scheme::Pyrrha;
+            let signal = sw
+                .peers
+                .iter()
+                .map(|e| matches!(*e, Peer::Port(x, _) if runs(x)))
+                .collect();
+            let switch_id =
+                u16::try_from(si).map_err(|_| err("-", "more than 65535 switches".into()))?;
+            self.switches[si].spec.pyrrha = Some(super::PyrrhaSpec {
+                config,
+                switch_id,
+                model: model.clone(),
+                ports,
+                signal,
+            });
+        }
+        Ok(())
+    }
+    // --- end Pyrrha ---
 
     /// Index of switch `name`.
     pub fn switch_index(&self, name: &str) -> Option<u32> {
@@ -457,6 +534,8 @@ impl Ctx<'_> {
             pfc: s.pfc.clone(),
             watchdog: s.watchdog,
             bfc,
+            // Filled once every switch is resolved (the path model needs them all).
+            pyrrha: None,
         })
     }
 

@@ -60,4 +60,18 @@ pub struct SwitchSpec {
     pub watchdog: Option<flowctl::WatchdogConfig>,
     /// BFC (`scheme = "bfc"` and variants).
     pub bfc: Option<BfcSpec>,
+    /// Pyrrha (`scheme = "pyrrha"`).
+    pub pyrrha: Option<PyrrhaSpec>,
+}
+
+/// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the
+/// network model its path calculation reads, per port the one-hop BDP and IQs, and which
+/// peers speak Pyrrha's signals (the others get none: PFC is the fallback there).
+#[derive(Debug, Clone)]
+pub struct PyrrhaSpec {
+    pub config: flowctl::PyrrhaConfig,
+    pub switch_id: u16,
+    pub model: std::sync::Arc<crate::scheme::pyrrha::path::PathModel>,
+    pub ports: Vec<flowctl::PyrrhaPort>,
+    pub signal: Vec<bool>,
 }

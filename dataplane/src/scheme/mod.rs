@@ -24,6 +24,7 @@
 
 pub mod bfc;
 pub mod pfc;
+pub mod pyrrha;
 
 use crate::config::SwitchSpec;
 use crate::frame::{FrameMem, Pkt};
@@ -64,6 +65,8 @@ pub enum ControlFrame {
     Pfc(PfcRepr),
     /// Xoff signal frame (EtherType 0x88B5).
     Signal(SignalRepr),
+    /// Pyrrha signal frame (EtherType 0x88B5, types 0x20-0x2F).
+    Pyrrha(flowctl::pyrrha::wire::PyrrhaRepr),
 }
 
 impl ControlFrame {
@@ -72,6 +75,7 @@ impl ControlFrame {
         match self {
             ControlFrame::Pfc(r) => pfc::emit_pfc(r, buf),
             ControlFrame::Signal(r) => r.emit_into(buf),
+            ControlFrame::Pyrrha(r) => r.emit_into(buf),
         }
     }
 }
@@ -100,6 +104,8 @@ pub enum SchemeError {
     Pfc(#[from] flowctl::PfcError),
     #[error("bfc: {0}")]
     Bfc(#[from] flowctl::BfcError),
+    #[error("pyrrha: {0}")]
+    Pyrrha(#[from] flowctl::PyrrhaError),
 }
 
 /// One scheme of a switch.
@@ -109,6 +115,8 @@ pub enum Scheme {
     Pfc(Box<pfc::PfcScheme>),
     /// Backpressure Flow Control.
     Bfc(Box<bfc::BfcScheme>),
+    /// Pyrrha: congestion roots and isolation queues.
+    Pyrrha(Box<pyrrha::PyrrhaScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
@@ -119,6 +127,8 @@ pub struct SchemeStats {
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<pfc::PfcStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pyrrha: Option<pyrrha::PyrrhaStats>,
 }
 
 /// The per-pipe scheme statistics of a switch: one pipe's, or one per pipe (several workers).
@@ -165,7 +175,7 @@ impl StatsSet {
 }
 
 /// The schemes of one pipe: the scheme that assigns data queues and keeps per-packet state
-/// (at most one, as an ASIC has one queue-assignment pipeline: BFC), then PFC and its
+/// (at most one, as an ASIC has one queue-assignment pipeline: BFC or Pyrrha), then PFC and its
 /// watchdog beside it as the link-level fallback. Two slots rather than a `Vec`: the
 /// per-packet hooks go straight to the queue scheme without looping over the list (that loop
 /// cost ~100 instructions per packet, `bench/callgrind.sh`), and PFC, which has no
@@ -177,7 +187,8 @@ pub struct Schemes {
 }
 
 impl Scheme {
-    /// A link-local control frame for this scheme? See [`Schemes::on_control`].
+    // One `match` per hook: adding a scheme adds one arm to each. PFC has no per-packet work.
+
     fn on_control(
         &mut self,
         port: usize,
@@ -189,6 +200,88 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
+            Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
+        }
+    }
+
+    #[inline]
+    fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
+        match self {
+            Scheme::Bfc(b) => b.on_ingress(mem, pkt),
+            Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
+        }
+    }
+
+    #[inline]
+    fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
+        match self {
+            Scheme::Bfc(b) => b.on_parsed(pkt, meta),
+            Scheme::Pyrrha(p) => p.on_parsed(pkt, meta),
+            Scheme::Pfc(_) => {}
+        }
+    }
+
+    #[inline]
+    fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
+        match self {
+            Scheme::Bfc(b) => b.select_queue(pkt, view, now),
+            Scheme::Pyrrha(p) => p.select_queue(pkt, view, now),
+            Scheme::Pfc(_) => {}
+        }
+    }
+
+    #[inline]
+    fn on_drop(&mut self, pkt: &Pkt, now: u64) {
+        match self {
+            Scheme::Bfc(b) => b.on_drop(pkt, now),
+            Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
+        }
+    }
+
+    #[inline]
+    fn on_enqueue(
+        &mut self,
+        pkt: &mut Pkt,
+        queue: usize,
+        queue_bytes: u64,
+        view: &PortView<'_>,
+        now: u64,
+    ) {
+        match self {
+            Scheme::Bfc(b) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
+            Scheme::Pyrrha(p) => p.on_enqueue(pkt, queue, queue_bytes, view, now),
+            Scheme::Pfc(_) => {}
+        }
+    }
+
+    #[inline]
+    fn on_dequeue(
+        &mut self,
+        pkt: &Pkt,
+        queue: usize,
+        queue_bytes: u64,
+        view: &PortView<'_>,
+        now: u64,
+    ) {
+        match self {
+            Scheme::Bfc(b) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
+            Scheme::Pyrrha(p) => p.on_dequeue(queue, queue_bytes, view, now),
+            Scheme::Pfc(_) => {}
+        }
+    }
+
+    #[inline]
+    fn egress_rewrite<M: FrameMem>(
+        &mut self,
+        mem: &mut M,
+        pkt: &Pkt,
+        len: u32,
+        port: usize,
+        queue: usize,
+    ) -> u32 {
+        match self {
+            Scheme::Bfc(b) => b.egress_rewrite(mem, pkt.frame, len, port, queue),
+            Scheme::Pfc(_) | Scheme::Pyrrha(_) => len,
         }
     }
 
@@ -196,6 +289,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.poll(events, now, out),
             Scheme::Bfc(b) => b.poll(now, out),
+            Scheme::Pyrrha(p) => p.poll(out),
         }
     }
 
@@ -204,6 +298,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.poll_due(now),
             Scheme::Bfc(b) => b.poll_due(now),
+            Scheme::Pyrrha(p) => p.poll_due(),
         }
     }
 
@@ -211,6 +306,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.next_deadline(),
             Scheme::Bfc(b) => b.next_deadline(),
+            Scheme::Pyrrha(_) => None,
         }
     }
 }
@@ -220,8 +316,10 @@ impl Schemes {
     /// sends BFC's signals before the PFC frames raised in the same round. `first_pipe`: this
     /// pipe does a switch's once-per-switch work (BFC's pause-bitmap refresh).
     pub fn new(spec: &SwitchSpec, shared: &Shared, first_pipe: bool) -> Result<Self, SchemeError> {
-        let queues = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)?
-            .map(|b| Scheme::Bfc(Box::new(b)));
+        let queues = match bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
+            Some(b) => Some(Scheme::Bfc(Box::new(b))),
+            None => pyrrha::PyrrhaScheme::new(spec)?.map(|p| Scheme::Pyrrha(Box::new(p))),
+        };
         let pfc = pfc::PfcScheme::new(spec, queues.is_some())?.map(|p| Scheme::Pfc(Box::new(p)));
         Ok(Schemes { queues, pfc })
     }
@@ -265,18 +363,16 @@ impl Schemes {
     /// Before parsing: a scheme may strip a header it added upstream (the data shim).
     #[inline]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.on_ingress(mem, pkt),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.on_ingress(mem, pkt);
         }
     }
 
     /// After parsing: per-flow metadata.
     #[inline]
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.on_parsed(pkt, meta),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.on_parsed(pkt, meta);
         }
     }
 
@@ -284,9 +380,8 @@ impl Schemes {
     /// choice by priority; a scheme with dynamic queues overrides it).
     #[inline]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.select_queue(pkt, view, now),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.select_queue(pkt, view, now);
         }
     }
 
@@ -302,9 +397,8 @@ impl Schemes {
     /// `pkt` was dropped after queue selection, before it was queued.
     #[inline]
     pub fn on_drop(&mut self, pkt: &Pkt, now: u64) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.on_drop(pkt, now),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.on_drop(pkt, now);
         }
     }
 
@@ -318,9 +412,8 @@ impl Schemes {
         view: &PortView<'_>,
         now: u64,
     ) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.on_enqueue(pkt, queue, queue_bytes, view, now);
         }
     }
 
@@ -335,9 +428,8 @@ impl Schemes {
         view: &PortView<'_>,
         now: u64,
     ) {
-        match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
-            Some(Scheme::Pfc(_)) | None => {}
+        if let Some(s) = &mut self.queues {
+            s.on_dequeue(pkt, queue, queue_bytes, view, now);
         }
     }
 
@@ -352,8 +444,8 @@ impl Schemes {
         queue: usize,
     ) -> u32 {
         match &mut self.queues {
-            Some(Scheme::Bfc(b)) => b.egress_rewrite(mem, pkt.frame, pkt.len, port, queue),
-            Some(Scheme::Pfc(_)) | None => pkt.len,
+            Some(s) => s.egress_rewrite(mem, pkt, pkt.len, port, queue),
+            None => pkt.len,
         }
     }
 
@@ -412,7 +504,15 @@ impl Schemes {
     pub fn stats(&self, shared: &Shared, mmu_events: u64, now: u64) -> Option<SchemeStats> {
         let pfc = self.pfc().map(|p| p.stats(mmu_events, now));
         let bfc = shared.bfc.as_deref().map(bfc::BfcStats::of);
-        (pfc.is_some() || bfc.is_some()).then_some(SchemeStats { bfc, pfc })
+        let pyrrha = match &self.queues {
+            Some(Scheme::Pyrrha(p)) => Some(p.pyrrha.stats().clone()),
+            _ => None,
+        };
+        (pfc.is_some() || bfc.is_some() || pyrrha.is_some()).then_some(SchemeStats {
+            bfc,
+            pfc,
+            pyrrha,
+        })
     }
 }
 

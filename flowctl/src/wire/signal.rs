@@ -18,6 +18,8 @@
 //!                     18 bitmap (16 bytes): bit q set = queue q paused,
 //!                        queue q is bit (q % 8) (LSB first) of byte 18 + q / 8
 //!                                                                        -> 34 bytes
+//!        0x20-0x2F    Pyrrha PAUSE / RESUME / MERGE (root ids, hops):
+//!                     `crate::pyrrha::wire`
 //! ```
 //!
 //! All fields are big endian. The queue is the one the receiver of the frame (the upstream

@@ -1,0 +1,372 @@
+//! Isolation queues of one port (§4.3, App. C, App. E.3): the free-queue stack, the IQs in use
+//! with the roots they are assigned to, their Fig. 6 state, and the order marks that hold a
+//! new IQ until the packets its flows left in older queues have gone.
+
+use super::roots::{RootState, RootTable};
+use super::{RootId, MAX_HOPS, MAX_LEVELS};
+
+/// The roots a packet crosses, near to far (the key of a single-tier IQ, App. C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Key {
+    roots: [(u8, RootId); MAX_LEVELS],
+    n: u8,
+}
+
+impl Key {
+    /// A key of `roots` ((hops, root), near to far).
+    pub fn of(roots: &[(u8, RootId)]) -> Key {
+        let mut k = Key::default();
+        for &(h, r) in roots {
+            k.push_far(h, r);
+        }
+        k
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// (hops, root), near to far.
+    #[inline]
+    pub fn roots(&self) -> &[(u8, RootId)] {
+        &self.roots[..usize::from(self.n)]
+    }
+
+    #[inline]
+    pub fn contains(&self, root: RootId) -> bool {
+        self.roots().iter().any(|&(_, r)| r == root)
+    }
+
+    /// Every root of `self` is in `other`, which has more.
+    pub fn is_proper_subset_of(&self, other: &Key) -> bool {
+        self.n < other.n && self.roots().iter().all(|&(_, r)| other.contains(r))
+    }
+
+    /// Adds a root farther than those held; when full the nearest is dropped (App. C.2 keeps
+    /// the roots nearest the destination).
+    #[inline]
+    fn push_far(&mut self, hops: u8, root: RootId) {
+        if usize::from(self.n) == MAX_LEVELS {
+            self.roots.copy_within(1.., 0);
+            self.roots[MAX_LEVELS - 1] = (hops, root);
+        } else {
+            self.roots[usize::from(self.n)] = (hops, root);
+            self.n += 1;
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        self.roots()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &(d, r)| {
+                let x = (u64::from(d) << 32) | (u64::from(r.switch) << 16) | u64::from(r.port);
+                (h ^ x).wrapping_mul(0x0100_0000_01b3)
+            })
+    }
+}
+
+/// Matches an onward path (`path[k]`: the egress port `k` hops on) against the root table:
+/// the active roots it crosses, and the first merged root it crosses (if any).
+#[inline]
+pub fn classify(roots: &RootTable, path: &[RootId]) -> (Key, Option<RootId>) {
+    let mut key = Key::default();
+    let mut merged = None;
+    for (k, &r) in path.iter().enumerate().take(MAX_HOPS + 1).skip(1) {
+        if let Some(e) = roots.get(k as u8, r) {
+            match e.state {
+                RootState::Active => key.push_far(k as u8, r),
+                RootState::Merged => {
+                    merged.get_or_insert(r);
+                }
+            }
+        }
+    }
+    (key, merged)
+}
+
+/// State of an IQ (Fig. 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IqState {
+    Unassigned,
+    /// A root it serves is paused on this port, or an order mark is still ahead of it.
+    Paused,
+    Resumed,
+    /// Assigned to a root that turned out a false positive: controlled by no root, unassigned
+    /// once empty.
+    SoftMerging,
+}
+
+/// An IQ in use.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub queue: u8,
+    /// The roots it serves: one key, more once roots are hashed onto it (§4.5).
+    pub keys: Vec<Key>,
+    pub soft: bool,
+    /// Order marks it waits for: (queue, that queue's enqueue count at the mark).
+    holds: Vec<(u8, u64)>,
+    /// Bytes queued, as last reported.
+    pub bytes: u64,
+    afc_paused: bool,
+}
+
+impl Slot {
+    fn paused(&self, port: u16, roots: &RootTable) -> bool {
+        let bit = 1u128 << port;
+        !self.holds.is_empty()
+            || self.keys.iter().any(|k| {
+                k.roots()
+                    .iter()
+                    .any(|&(h, r)| roots.get(h, r).is_some_and(|e| e.paused_on & bit != 0))
+            })
+    }
+
+    /// Every (hops, root) it serves.
+    pub fn roots(&self) -> impl Iterator<Item = (u8, RootId)> + '_ {
+        self.keys.iter().flat_map(|k| k.roots().iter().copied())
+    }
+}
+
+/// Outcome of [`PortIqs::assign`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assigned {
+    /// A free IQ, held behind `marks` order marks.
+    New { queue: u8, marks: u64 },
+    /// No free IQ: the key was hashed onto this one in use.
+    Hashed(u8),
+    /// The port has no IQs at all.
+    None,
+}
+
+const NO_SLOT: u8 = u8::MAX;
+
+/// The IQs of one port.
+#[derive(Debug, Clone)]
+pub struct PortIqs {
+    /// Free-queue stack (top = last).
+    free: Vec<u8>,
+    slots: Vec<Slot>,
+    /// Queue → index in `slots`.
+    slot_of: Vec<u8>,
+    /// Per queue: packets ever enqueued / dequeued (order marks compare them).
+    enq: Vec<u64>,
+    deq: Vec<u64>,
+    /// Order marks outstanding on the port.
+    holds: usize,
+}
+
+impl PortIqs {
+    /// A port with `queues` data queues, of which `iqs` may serve as IQs (the first is handed
+    /// out first).
+    pub fn new(iqs: &[u8], queues: usize) -> Self {
+        PortIqs {
+            free: iqs.iter().rev().copied().collect(),
+            slots: Vec::with_capacity(iqs.len()),
+            slot_of: vec![NO_SLOT; queues],
+            enq: vec![0; queues],
+            deq: vec![0; queues],
+            holds: 0,
+        }
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn free(&self) -> usize {
+        self.free.len()
+    }
+
+    #[inline]
+    pub fn slot(&self, queue: u8) -> Option<&Slot> {
+        let i = *self.slot_of.get(usize::from(queue))?;
+        self.slots.get(usize::from(i))
+    }
+
+    #[inline]
+    pub fn slot_mut(&mut self, queue: u8) -> Option<&mut Slot> {
+        let i = *self.slot_of.get(usize::from(queue))?;
+        self.slots.get_mut(usize::from(i))
+    }
+
+    /// The IQ serving `key`.
+    #[inline]
+    pub fn find(&self, key: &Key) -> Option<u8> {
+        self.slots
+            .iter()
+            .find(|s| s.keys.contains(key))
+            .map(|s| s.queue)
+    }
+
+    /// The soft-merging IQ serving `root`.
+    pub fn find_root(&self, root: RootId) -> Option<u8> {
+        self.slots
+            .iter()
+            .find(|s| s.soft && s.keys.iter().any(|k| k.contains(root)))
+            .map(|s| s.queue)
+    }
+
+    /// IQs serving `root`.
+    pub fn queues_with(&self, root: RootId) -> Vec<u8> {
+        self.slots
+            .iter()
+            .filter(|s| s.keys.iter().any(|k| k.contains(root)))
+            .map(|s| s.queue)
+            .collect()
+    }
+
+    /// IQs in use.
+    pub fn assigned(&self) -> Vec<u8> {
+        self.slots.iter().map(|s| s.queue).collect()
+    }
+
+    /// The longest IQ serving `root` (bytes).
+    pub fn max_bytes_with(&self, root: RootId) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.keys.iter().any(|k| k.contains(root)))
+            .map(|s| s.bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Gives `key` an IQ: from the free stack, held behind order marks in the queues its
+    /// flows may have used so far (the OQ `oq`, IQs of fewer of its roots, soft-merging IQs);
+    /// else hashed onto an IQ in use.
+    pub fn assign(&mut self, key: Key, oq: u8, roots: &mut RootTable) -> Assigned {
+        for &(h, r) in key.roots() {
+            if let Some(e) = roots.get_mut(h, r) {
+                e.refs += 1;
+            }
+        }
+        let Some(queue) = self.free.pop() else {
+            if self.slots.is_empty() {
+                for &(h, r) in key.roots() {
+                    if let Some(e) = roots.get_mut(h, r) {
+                        e.refs -= 1;
+                    }
+                }
+                return Assigned::None;
+            }
+            let i = (key.hash() % self.slots.len() as u64) as usize;
+            self.slots[i].keys.push(key);
+            return Assigned::Hashed(self.slots[i].queue);
+        };
+        let mut holds = Vec::new();
+        let mut mark = |q: u8, enq: &[u64], deq: &[u64]| {
+            let i = usize::from(q);
+            if enq.get(i) > deq.get(i) {
+                holds.push((q, enq[i]));
+            }
+        };
+        mark(oq, &self.enq, &self.deq);
+        for s in &self.slots {
+            if s.soft || s.keys.iter().any(|k| k.is_proper_subset_of(&key)) {
+                mark(s.queue, &self.enq, &self.deq);
+            }
+        }
+        let marks = holds.len() as u64;
+        self.holds += holds.len();
+        self.slot_of[usize::from(queue)] = self.slots.len() as u8;
+        self.slots.push(Slot {
+            queue,
+            keys: vec![key],
+            soft: false,
+            holds,
+            bytes: 0,
+            afc_paused: false,
+        });
+        Assigned::New { queue, marks }
+    }
+
+    /// The pause `queue` should have, if it differs from what the AFC was last told.
+    pub fn sync(&mut self, queue: u8, port: u16, roots: &RootTable) -> Option<bool> {
+        let s = self.slot_mut(queue)?;
+        let want = s.paused(port, roots);
+        (want != s.afc_paused).then(|| {
+            s.afc_paused = want;
+            want
+        })
+    }
+
+    /// Fig. 6 state of `queue`.
+    pub fn state(&self, queue: u8, port: u16, roots: &RootTable) -> IqState {
+        match self.slot(queue) {
+            None => IqState::Unassigned,
+            Some(s) if s.paused(port, roots) => IqState::Paused,
+            Some(s) if s.soft => IqState::SoftMerging,
+            Some(_) => IqState::Resumed,
+        }
+    }
+
+    /// IQs serving `old` turn soft-merging (MERGE received).
+    pub fn soft_merge(&mut self, old: RootId) {
+        for s in &mut self.slots {
+            if s.keys.iter().any(|k| k.contains(old)) {
+                s.soft = true;
+            }
+        }
+    }
+
+    #[inline]
+    pub fn count_enq(&mut self, queue: u8) {
+        if let Some(c) = self.enq.get_mut(usize::from(queue)) {
+            *c += 1;
+        }
+    }
+
+    /// Counts a departure from `queue`; returns the IQs whose last order mark just left.
+    #[inline]
+    pub fn count_deq(&mut self, queue: u8) -> Vec<u8> {
+        let q = usize::from(queue);
+        let Some(c) = self.deq.get_mut(q) else {
+            return Vec::new();
+        };
+        *c += 1;
+        if self.holds == 0 {
+            return Vec::new();
+        }
+        let done = *c;
+        let mut released = Vec::new();
+        for s in &mut self.slots {
+            let before = s.holds.len();
+            s.holds.retain(|&(hq, seq)| !(hq == queue && done >= seq));
+            let gone = before - s.holds.len();
+            self.holds -= gone;
+            if gone > 0 && s.holds.is_empty() {
+                released.push(s.queue);
+            }
+        }
+        released
+    }
+
+    /// Unassigns `queue` if it is empty and neither paused nor held (Fig. 6: only a resumed
+    /// or soft-merging IQ that is empty); returns the (hops, root) it served.
+    pub fn unassign_if_idle(
+        &mut self,
+        queue: u8,
+        port: u16,
+        roots: &mut RootTable,
+    ) -> Option<Vec<(u8, RootId)>> {
+        let q = usize::from(queue);
+        let i = usize::from(*self.slot_of.get(q)?);
+        let s = self.slots.get(i)?;
+        if self.enq[q] != self.deq[q] || s.paused(port, roots) {
+            return None;
+        }
+        let s = self.slots.swap_remove(i);
+        self.slot_of[q] = NO_SLOT;
+        if let Some(moved) = self.slots.get(i) {
+            self.slot_of[usize::from(moved.queue)] = i as u8;
+        }
+        self.free.push(queue);
+        let freed: Vec<(u8, RootId)> = s.roots().collect();
+        for &(h, r) in &freed {
+            if let Some(e) = roots.get_mut(h, r) {
+                e.refs = e.refs.saturating_sub(1);
+            }
+        }
+        Some(freed)
+    }
+}

@@ -1,0 +1,376 @@
+use super::iq::IqState;
+use super::*;
+use std::collections::VecDeque;
+
+const BDP: u64 = 1000;
+const ME: u16 = 7;
+
+/// A switch with `n` ports of 8 queues: queue 0 is the OQ, `iqs` the IQs.
+fn switch(n: usize, iqs: &[u8]) -> Pyrrha {
+    let ports: Vec<PyrrhaPort> = (0..n)
+        .map(|_| PyrrhaPort {
+            bdp_bytes: BDP,
+            iqs: iqs.to_vec(),
+            queues: 8,
+        })
+        .collect();
+    Pyrrha::new(PyrrhaConfig::default(), ME, &ports).unwrap()
+}
+
+fn msgs(p: &mut Pyrrha) -> Vec<(u16, Msg)> {
+    p.drain_msgs().collect()
+}
+
+fn cmds(p: &mut Pyrrha) -> Vec<(u8, bool)> {
+    p.drain_cmds().map(|c| (c.queue, c.pause)).collect()
+}
+
+const R: RootId = RootId::new(3, 2);
+const N: RootId = RootId::new(9, 1);
+
+/// A path out of `port` that crosses `r` `hops` hops on (other hops on switch 100).
+fn path(port: u16, hops: &[(usize, RootId)]) -> Vec<RootId> {
+    let mut p: Vec<RootId> = (0..4).map(|k| RootId::new(100 + k, 0)).collect();
+    p[0] = RootId::new(ME, port);
+    for &(k, r) in hops {
+        p[k] = r;
+    }
+    p
+}
+
+#[test]
+fn oq_thresholds_pause_once_per_upstream_and_resume_below_k_resume() {
+    let mut p = switch(3, &[1, 2]);
+    assert_eq!(p.thresholds(1), (2 * BDP, BDP));
+    let me1 = RootId::new(ME, 1);
+    // At K_pause exactly: not yet a root.
+    p.on_enqueue(1, 0, Some(0), 2 * BDP, 0);
+    assert_eq!(p.oq_state(1), OqState::Idle);
+    assert!(msgs(&mut p).is_empty());
+    // Above it: PAUSE(me:1, 1 hop) to the packet's upstream port, once.
+    p.on_enqueue(1, 0, Some(0), 2 * BDP + 1, 1);
+    p.on_enqueue(1, 0, Some(0), 2 * BDP + 500, 2);
+    p.on_enqueue(1, 0, Some(2), 2 * BDP + 900, 3);
+    assert_eq!(p.oq_state(1), OqState::Root);
+    let pause = Msg::Pause { root: me1, hops: 1 };
+    assert_eq!(msgs(&mut p), vec![(0, pause), (2, pause)]);
+    // A packet from nowhere (locally generated) or hairpinning pauses no one.
+    p.on_enqueue(1, 0, None, 3 * BDP, 4);
+    p.on_enqueue(1, 0, Some(1), 3 * BDP, 4);
+    assert!(msgs(&mut p).is_empty());
+    // Down to K_resume exactly: still paused; below: RESUME both.
+    p.on_dequeue(1, 0, BDP, 5);
+    assert!(msgs(&mut p).is_empty());
+    p.on_dequeue(1, 0, BDP - 1, 6);
+    let resume = Msg::Resume { root: me1, hops: 1 };
+    assert_eq!(msgs(&mut p), vec![(0, resume), (2, resume)]);
+    assert_eq!(p.oq_state(1), OqState::Idle);
+    assert_eq!(p.stats().ports[1].roots_detected, 1);
+    // OQs are never paused by Pyrrha.
+    assert!(cmds(&mut p).is_empty());
+    assert_eq!(p.stats().paused_ps["7:1"], 6 - 1);
+}
+
+#[test]
+fn loop_guard_ignores_a_pause_naming_this_switch() {
+    let mut p = switch(2, &[1]);
+    p.on_pause(1, RootId::new(ME, 0), 2, 0);
+    assert!(p.roots().is_empty());
+    assert_eq!(p.stats().ports[1].loops_ignored, 1);
+    let c = p.select(1, 0, &path(1, &[(2, RootId::new(ME, 0))]), 0);
+    assert_eq!(c, Choice::Oq);
+    // Someone else's root is taken.
+    p.on_pause(1, R, 2, 0);
+    assert_eq!(p.roots().len(), 1);
+}
+
+#[test]
+fn paths_match_roots_at_their_hop_distance_only() {
+    let mut p = switch(2, &[1, 2]);
+    p.on_pause(1, R, 2, 0);
+    // R one hop on is not the R two hops on.
+    assert_eq!(p.select(1, 0, &path(1, &[(1, R)]), 0), Choice::Oq);
+    assert_eq!(p.select(1, 0, &path(1, &[(2, R)]), 0), Choice::Iq(1));
+    // Paths shorter than the root's distance cannot cross it.
+    assert_eq!(p.select(1, 0, &path(1, &[])[..2], 0), Choice::Oq);
+}
+
+/// Fig. 6, transition by transition, on one IQ.
+#[test]
+fn fig6_iq_state_machine() {
+    let mut p = switch(2, &[1, 2, 3]);
+    let via_r = path(1, &[(2, R)]);
+    assert_eq!(p.iq_state(1, 1), IqState::Unassigned);
+    // PAUSE(R): a matching packet gets an IQ from the stack, paused.
+    p.on_pause(1, R, 2, 10);
+    assert_eq!(p.select(1, 0, &via_r, 11), Choice::Iq(1));
+    assert_eq!(p.iq_state(1, 1), IqState::Paused);
+    assert_eq!(cmds(&mut p), vec![(1, true)]);
+    assert_eq!(p.iqs_in_use(1), 1);
+    p.on_enqueue(1, 1, Some(0), 500, 11);
+    // RESUME(R): resumed, still assigned while it holds packets.
+    p.on_resume(1, R, 2, 20);
+    assert_eq!(p.iq_state(1, 1), IqState::Resumed);
+    assert_eq!(cmds(&mut p), vec![(1, false)]);
+    // PAUSE again: paused; an empty paused IQ is not unassigned.
+    p.on_pause(1, R, 2, 30);
+    assert_eq!(p.iq_state(1, 1), IqState::Paused);
+    assert_eq!(cmds(&mut p), vec![(1, true)]);
+    p.on_dequeue(1, 1, 0, 31);
+    assert_eq!(p.iq_state(1, 1), IqState::Paused);
+    // Resumed and empty: unassigned, back on the stack, the root forgotten.
+    p.on_resume(1, R, 2, 40);
+    assert_eq!(p.iq_state(1, 1), IqState::Unassigned);
+    assert_eq!(p.iqs_in_use(1), 0);
+    assert!(p.roots().is_empty());
+    assert_eq!(p.stats().paused_ps["3:2"], (20 - 10) + (40 - 30));
+
+    // MERGE(R → N) on a paused IQ: soft-merging, no longer paused by R; N inherits the pause.
+    p.on_pause(1, R, 2, 50);
+    assert_eq!(p.select(1, 0, &via_r, 50), Choice::Iq(1));
+    p.on_enqueue(1, 1, Some(0), 500, 50);
+    cmds(&mut p);
+    p.on_merge(1, R, 2, N, 3, 60);
+    assert_eq!(p.iq_state(1, 1), IqState::SoftMerging);
+    assert_eq!(cmds(&mut p), vec![(1, false)]);
+    // Flows of R alone keep to the soft-merging IQ (order); flows crossing N get their own,
+    // paused (inherited) and held behind a mark in the soft-merging IQ.
+    assert_eq!(p.select(1, 0, &via_r, 61), Choice::Iq(1));
+    let via_n = path(1, &[(2, R), (3, N)]);
+    assert_eq!(p.select(1, 0, &via_n, 61), Choice::Iq(2));
+    assert_eq!(p.iq_state(1, 2), IqState::Paused);
+    assert_eq!(p.stats().ports[1].order_marks, 1);
+    // Soft-merging and empty: unassigned.
+    p.on_dequeue(1, 1, 0, 70);
+    assert_eq!(p.iq_state(1, 1), IqState::Unassigned);
+    // Flows of R alone now go to the OQ.
+    assert_eq!(p.select(1, 0, &via_r, 71), Choice::Oq);
+    assert_eq!(p.iq_state(1, 2), IqState::Paused, "N still paused");
+}
+
+#[test]
+fn a_false_positive_root_merges_its_tree_into_the_downstream_root() {
+    let mut p = switch(3, &[1, 2]);
+    let old = RootId::new(ME, 1);
+    p.on_enqueue(1, 0, Some(0), 3 * BDP, 0);
+    p.on_enqueue(1, 0, Some(2), 3 * BDP, 0);
+    msgs(&mut p);
+    // PAUSE from a root one hop further down, on the candidate's own port.
+    p.on_pause(1, N, 1, 5);
+    assert_eq!(p.oq_state(1), OqState::FalsePositive);
+    let m = Msg::Merge {
+        old,
+        old_hops: 1,
+        new: N,
+        new_hops: 2,
+    };
+    assert_eq!(msgs(&mut p), vec![(0, m), (2, m)]);
+    // No renomination while it is still long...
+    p.on_enqueue(1, 0, Some(0), 4 * BDP, 6);
+    assert!(msgs(&mut p).is_empty());
+    // ...and the upstream ports it paused now wait for N: when N's IQ here falls below
+    // K_resume, they get RESUME(N, 2).
+    assert_eq!(p.select(1, 0, &path(1, &[(1, N)]), 7), Choice::Iq(1));
+    p.on_enqueue(1, 1, Some(0), 500, 7);
+    p.on_resume(1, N, 1, 8);
+    p.on_dequeue(1, 1, 0, 9);
+    let r = Msg::Resume { root: N, hops: 2 };
+    assert_eq!(msgs(&mut p), vec![(0, r), (2, r)]);
+    // Below K_resume the OQ may nominate itself again.
+    p.on_dequeue(1, 0, 0, 10);
+    assert_eq!(p.oq_state(1), OqState::Idle);
+    p.on_enqueue(1, 0, Some(0), 3 * BDP, 11);
+    assert_eq!(p.oq_state(1), OqState::Root);
+}
+
+#[test]
+fn iq_pauses_upstream_above_k_pause_and_merges_iteratively() {
+    let mut p = switch(2, &[1, 2]);
+    let old = RootId::new(3, 3);
+    p.on_pause(1, old, 1, 0);
+    assert_eq!(p.select(1, 0, &path(1, &[(1, old)]), 0), Choice::Iq(1));
+    p.on_enqueue(1, 1, Some(0), 2 * BDP, 1);
+    assert!(msgs(&mut p).is_empty());
+    p.on_enqueue(1, 1, Some(0), 2 * BDP + 1, 2);
+    p.on_enqueue(1, 1, Some(0), 2 * BDP + 2, 3);
+    assert_eq!(msgs(&mut p), vec![(0, Msg::Pause { root: old, hops: 2 })]);
+    // MERGE(old → N) from downstream goes on upstream one hop further.
+    p.on_merge(1, old, 1, N, 2, 4);
+    assert_eq!(
+        msgs(&mut p),
+        vec![(
+            0,
+            Msg::Merge {
+                old,
+                old_hops: 2,
+                new: N,
+                new_hops: 3
+            }
+        )]
+    );
+    assert_eq!(p.stats().ports[1].merges_received, 1);
+    assert_eq!(p.stats().ports[0].merges_sent, 1);
+}
+
+/// Single-tier IQs: a flow that moves to an IQ of more roots while its packets sit in older
+/// queues still leaves in order, because the new IQ waits for the order marks.
+#[test]
+fn order_marks_keep_order() {
+    const A: RootId = RootId::new(20, 1);
+    const B: RootId = RootId::new(30, 2);
+    let mut p = switch(3, &[1, 2, 3]);
+    let mut q: Vec<VecDeque<u32>> = vec![VecDeque::new(); 8];
+    let mut paused = [false; 8];
+    let size = 100u64;
+    let mut seq = 0u32;
+    let mut t = 0u64;
+    let mut sent = Vec::new();
+    let mut held_while_roots_resumed = false;
+    let mut arrive = |p: &mut Pyrrha, q: &mut Vec<VecDeque<u32>>, n: u32, path: &[RootId]| {
+        for _ in 0..n {
+            let c = p.select(1, 0, path, 0);
+            let qi = match c {
+                Choice::Oq => 0,
+                Choice::Iq(x) => usize::from(x),
+            };
+            q[qi].push_back(seq);
+            p.on_enqueue(1, qi as u8, Some(0), q[qi].len() as u64 * size, 0);
+            seq += 1;
+        }
+    };
+    let apply = |p: &mut Pyrrha, paused: &mut [bool; 8]| {
+        for c in p.drain_cmds() {
+            paused[usize::from(c.queue)] = c.pause;
+        }
+    };
+    // Round robin over unpaused non-empty queues, `n` departures.
+    let mut rr = 0usize;
+    let mut serve = |p: &mut Pyrrha,
+                     q: &mut Vec<VecDeque<u32>>,
+                     paused: &mut [bool; 8],
+                     n: usize,
+                     sent: &mut Vec<u32>| {
+        for _ in 0..n {
+            apply(p, paused);
+            let Some(i) = (1..=8)
+                .map(|k| (rr + k) % 8)
+                .find(|&i| !q[i].is_empty() && !paused[i])
+            else {
+                return;
+            };
+            rr = i;
+            sent.push(q[i].pop_front().unwrap());
+            t += 1;
+            p.on_dequeue(1, i as u8, q[i].len() as u64 * size, t);
+        }
+        apply(p, paused);
+    };
+    let f = path(1, &[(1, A), (2, B)]);
+    // 4 packets in the OQ; then A is paused here: the next ones go to IQ_A behind a mark.
+    arrive(&mut p, &mut q, 4, &f);
+    p.on_pause(1, A, 1, 0);
+    arrive(&mut p, &mut q, 3, &f);
+    apply(&mut p, &mut paused);
+    serve(&mut p, &mut q, &mut paused, 2, &mut sent);
+    // B, further down, is detected (paused on another port): the flow moves to IQ_A∧B,
+    // with marks in IQ_A (paused) and the OQ.
+    p.on_pause(2, B, 2, 0);
+    arrive(&mut p, &mut q, 3, &f);
+    apply(&mut p, &mut paused);
+    // A resumes: IQ_A and IQ_A∧B are no longer paused by a root, but IQ_A∧B is held.
+    p.on_resume(1, A, 1, 0);
+    apply(&mut p, &mut paused);
+    let ab = p.select(1, 0, &f, 0);
+    if let Choice::Iq(x) = ab {
+        held_while_roots_resumed = p.iq_state(1, x) == IqState::Paused;
+    }
+    arrive(&mut p, &mut q, 2, &f);
+    serve(&mut p, &mut q, &mut paused, 100, &mut sent);
+    assert!(held_while_roots_resumed, "the new IQ waited for its mark");
+    assert_eq!(sent, (0..seq).collect::<Vec<_>>(), "departures in order");
+    assert!(p.stats().ports[1].order_marks >= 2);
+}
+
+#[test]
+fn iq_exhaustion_hashes_roots_onto_iqs_in_use() {
+    let mut p = switch(2, &[1, 2]);
+    let roots = [RootId::new(40, 1), RootId::new(41, 1), RootId::new(42, 1)];
+    for r in roots {
+        p.on_pause(1, r, 2, 0);
+    }
+    let a = p.select(1, 0, &path(1, &[(2, roots[0])]), 0);
+    let b = p.select(1, 0, &path(1, &[(2, roots[1])]), 0);
+    assert_eq!((a, b), (Choice::Iq(1), Choice::Iq(2)));
+    let c = p.select(1, 0, &path(1, &[(2, roots[2])]), 0);
+    assert!(matches!(c, Choice::Iq(1 | 2)), "{c:?}");
+    assert_eq!(p.stats().ports[1].iqs_hashed, 1);
+    assert_eq!(p.iqs_in_use(1), 2);
+    // Sticky: the hashed root keeps its IQ.
+    assert_eq!(p.select(1, 0, &path(1, &[(2, roots[2])]), 0), c);
+    // The shared IQ stays paused until every root hashed onto it resumes.
+    let Choice::Iq(x) = c else { unreachable!() };
+    let own = roots[usize::from(x) - 1];
+    p.on_resume(1, own, 2, 1);
+    assert_eq!(p.iq_state(1, x), IqState::Paused);
+    p.on_resume(1, roots[2], 2, 2);
+    assert_eq!(p.iq_state(1, x), IqState::Unassigned, "empty and resumed");
+    // A port without IQs keeps congested flows in the OQ.
+    let mut none = switch(2, &[]);
+    none.on_pause(1, roots[0], 2, 0);
+    assert_eq!(none.select(1, 0, &path(1, &[(2, roots[0])]), 0), Choice::Oq);
+}
+
+#[test]
+fn max_iqs_caps_the_stack_and_bad_settings_are_refused() {
+    let cfg = PyrrhaConfig {
+        max_iqs: 1,
+        ..PyrrhaConfig::default()
+    };
+    let port = PyrrhaPort {
+        bdp_bytes: BDP,
+        iqs: vec![1, 2, 3],
+        queues: 4,
+    };
+    let mut p = Pyrrha::new(cfg.clone(), 1, std::slice::from_ref(&port)).unwrap();
+    p.on_pause(0, R, 2, 0);
+    p.on_pause(0, N, 2, 0);
+    p.select(0, 0, &path(0, &[(2, R)]), 0);
+    p.select(0, 0, &path(0, &[(2, N)]), 0);
+    assert_eq!(p.iqs_in_use(0), 1);
+    let bad = PyrrhaPort {
+        iqs: vec![4],
+        ..port.clone()
+    };
+    assert_eq!(
+        Pyrrha::new(cfg.clone(), 1, &[bad]).unwrap_err(),
+        PyrrhaError::Iq(0, 4)
+    );
+    let inverted = PyrrhaConfig {
+        k_pause: 1.0,
+        k_resume: 2.0,
+        ..cfg
+    };
+    assert!(matches!(
+        Pyrrha::new(inverted, 1, &[port]),
+        Err(PyrrhaError::Thresholds(..))
+    ));
+}
+
+#[test]
+fn an_iq_whose_packet_was_dropped_is_reclaimed_when_a_new_one_is_needed() {
+    let mut p = switch(2, &[1, 2]);
+    let a = RootId::new(50, 1);
+    let b = RootId::new(51, 1);
+    p.on_pause(0, a, 2, 0);
+    p.on_pause(0, b, 2, 0);
+    // Root a paused on port 0 only: on port 1 its IQ is resumed; the packet is then dropped.
+    assert_eq!(p.select(1, 0, &path(1, &[(2, a)]), 1), Choice::Iq(1));
+    assert_eq!(p.iqs_in_use(1), 1);
+    assert_eq!(p.select(1, 0, &path(1, &[(2, b)]), 2), Choice::Iq(1));
+    assert_eq!(
+        p.iqs_in_use(1),
+        1,
+        "a's idle IQ went back to the stack first"
+    );
+    assert_eq!(p.iq_state(1, 1), IqState::Resumed);
+}
