@@ -6,6 +6,7 @@
 //! * [`pfc`]: the PFC sender state machine and receive side.
 //! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
 //! * [`bfc`]: Backpressure Flow Control (queue assignment, pause counters, signals).
+//! * [`aquarius`]: Aquarius (contribution-aware pausing, opportunistic re-assigning).
 
 #![forbid(unsafe_code)]
 // The shipped library obeys clippy.toml (no clocks, threads, files, sockets); unit tests may
@@ -13,12 +14,15 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod afc;
+// Aquarius (issue 16).
+pub mod aquarius;
 pub mod bfc;
 pub mod pfc;
 pub mod watchdog;
 pub mod wire;
 
 pub use afc::{Afc, AfcCmd, AfcError, AfcRing, PauseRegs, ShmLayout, ShmProducer, ShmRing};
+pub use aquarius::{Aquarius, AquariusConfig, AquariusError};
 pub use bfc::{Assignment, Bfc, BfcConfig, BfcError, BfcPort, BfcShared};
 pub use pfc::{Pfc, PfcConfig, PfcCounters, PfcError, PfcEvent, PfcPort, PfcTx};
 pub use watchdog::{QueueView, Watchdog, WatchdogConfig, WdAction, WdCounters, WdEvent};
