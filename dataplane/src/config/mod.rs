@@ -18,7 +18,7 @@ pub mod spec;
 
 pub use resolved::{HostInfo, Peer, ResolvedHost, ResolvedSwitch, ResolvedTopology};
 pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
-pub use spec::{BfcSpec, PortSpec, RouteSpec, SwitchSpec};
+pub use spec::{AquariusSpec, BfcSpec, PortSpec, RouteSpec, SwitchSpec};
 
 /// A configuration error: which file, which key, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -165,6 +165,8 @@ pub struct SwitchConfig {
     pub scheme: Scheme,
     /// BFC parameters (`[switch.bfc]`; used when `scheme` is a BFC variant).
     pub bfc: Option<BfcSettings>,
+    /// Aquarius parameters (`[switch.aquarius]`; used when `scheme = "aquarius"`).
+    pub aquarius: Option<AquariusSettings>,
 }
 
 /// Queue assignment / per-hop flow-control scheme of a switch.
@@ -180,13 +182,49 @@ pub enum Scheme {
     BfcStochastic,
     /// BFC backpressure with every flow in queue 0.
     BfcSingle,
+    /// Aquarius (issue 16, `flowctl::aquarius`): contribution-aware pausing and
+    /// opportunistic re-assigning.
+    Aquarius,
 }
 
 impl Scheme {
     /// Whether this is a BFC variant.
     pub fn is_bfc(self) -> bool {
-        !matches!(self, Scheme::Static)
+        matches!(
+            self,
+            Scheme::Bfc | Scheme::BfcStochastic | Scheme::BfcSingle
+        )
     }
+}
+
+/// `[switch.aquarius]`: Aquarius parameters. Defaults: BFC's table (100 × queues) and HRTT
+/// (2 × the largest port delay + two full frames), α = 1/8.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AquariusSettings {
+    /// Flow-table entries per egress port as a multiple of its queues (default 100).
+    pub table_factor: Option<usize>,
+    /// One-hop RTT (`Q_low = HRTT·μ/NQ_active`, `Q_high = 3·HRTT·μ/NQ_active`).
+    pub hrtt: Option<Time>,
+    /// EWMA gain of `T_avg` (default 0.125).
+    pub alpha: Option<f64>,
+    /// Ports whose peers speak the Xoff data shim besides Aquarius switches (found from the
+    /// topology): e.g. a host NIC that honours per-flow pauses.
+    #[serde(default)]
+    pub shim_ports: Vec<String>,
+    /// Forced flow placement for experiments (the paper's §4 micro-benchmark "limits f1–f3
+    /// to the same egress queue"): dynamic mapping on a listed port uses only its first
+    /// `queues` queues; `rsvQ` may still take any empty queue.
+    #[serde(default)]
+    pub map_queues: Vec<MapQueues>,
+}
+
+/// One entry of [`AquariusSettings::map_queues`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapQueues {
+    pub port: String,
+    pub queues: usize,
 }
 
 /// `[switch.bfc]`: BFC parameters. Defaults follow the paper (table 100 × queues, sticky

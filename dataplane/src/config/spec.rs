@@ -15,6 +15,16 @@ pub struct BfcSpec {
     pub shim: Vec<bool>,
 }
 
+/// Resolved Aquarius settings of a switch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AquariusSpec {
+    pub config: flowctl::AquariusConfig,
+    /// Per port: push the data shim on egress (the peer speaks it).
+    pub shim: Vec<bool>,
+    /// Per port: queues dynamic mapping may use (the first n; 0 = all).
+    pub map_queues: Vec<usize>,
+}
+
 /// Fully resolved settings of one port.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortSpec {
@@ -60,4 +70,6 @@ pub struct SwitchSpec {
     pub watchdog: Option<flowctl::WatchdogConfig>,
     /// BFC (`scheme = "bfc"` and variants).
     pub bfc: Option<BfcSpec>,
+    /// Aquarius (`scheme = "aquarius"`).
+    pub aquarius: Option<AquariusSpec>,
 }

@@ -22,6 +22,8 @@
 //! Adding a scheme: a decision module in `flowctl` (or `loadbal`), an adapter file here, one
 //! arm in [`Scheme`] (and in each `match` of this file), and its section of the statistics.
 
+// Aquarius (issue 16).
+pub mod aquarius;
 pub mod bfc;
 pub mod pfc;
 
@@ -100,6 +102,8 @@ pub enum SchemeError {
     Pfc(#[from] flowctl::PfcError),
     #[error("bfc: {0}")]
     Bfc(#[from] flowctl::BfcError),
+    #[error("aquarius: {0}")]
+    Aquarius(#[from] flowctl::AquariusError),
 }
 
 /// One scheme of a switch.
@@ -109,12 +113,16 @@ pub enum Scheme {
     Pfc(Box<pfc::PfcScheme>),
     /// Backpressure Flow Control.
     Bfc(Box<bfc::BfcScheme>),
+    /// Aquarius (issue 16).
+    Aquarius(Box<aquarius::AquariusScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
 /// Fields are in alphabetical order: the JSON reads as it did when it was a sorted map.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SchemeStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aquarius: Option<aquarius::AquariusStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +187,9 @@ impl Schemes {
         if let Some(b) = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
             list.push(Scheme::Bfc(Box::new(b)));
         }
+        if let Some(a) = aquarius::AquariusScheme::new(spec)? {
+            list.push(Scheme::Aquarius(Box::new(a)));
+        }
         let dynamic_queues = !list.is_empty();
         if let Some(p) = pfc::PfcScheme::new(spec, dynamic_queues)? {
             list.push(Scheme::Pfc(Box::new(p)));
@@ -213,6 +224,7 @@ impl Schemes {
         self.list.iter_mut().find_map(|s| match s {
             Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
+            Scheme::Aquarius(a) => a.on_control(port, ethertype, frame, afc, now),
         })
     }
 
@@ -223,6 +235,9 @@ impl Schemes {
             if let Scheme::Bfc(b) = s {
                 b.on_ingress(mem, pkt);
             }
+            if let Scheme::Aquarius(a) = s {
+                a.on_ingress(mem, pkt);
+            }
         }
     }
 
@@ -232,6 +247,9 @@ impl Schemes {
         for s in &mut self.list {
             if let Scheme::Bfc(b) = s {
                 b.on_parsed(pkt, meta);
+            }
+            if let Scheme::Aquarius(a) = s {
+                a.on_parsed(pkt, meta);
             }
         }
     }
@@ -244,6 +262,9 @@ impl Schemes {
             if let Scheme::Bfc(b) = s {
                 b.select_queue(pkt, view, now);
             }
+            if let Scheme::Aquarius(a) = s {
+                a.select_queue(pkt, view, now);
+            }
         }
     }
 
@@ -252,7 +273,7 @@ impl Schemes {
     pub fn veto(&self, port: usize, queue: usize) -> Option<DropReason> {
         self.list.iter().find_map(|s| match s {
             Scheme::Pfc(p) => p.veto(port, queue),
-            Scheme::Bfc(_) => None,
+            Scheme::Bfc(_) | Scheme::Aquarius(_) => None,
         })
     }
 
@@ -262,6 +283,9 @@ impl Schemes {
         for s in &mut self.list {
             if let Scheme::Bfc(b) = s {
                 b.on_drop(pkt, now);
+            }
+            if let Scheme::Aquarius(a) = s {
+                a.on_drop(pkt, now);
             }
         }
     }
@@ -279,6 +303,9 @@ impl Schemes {
         for s in &mut self.list {
             if let Scheme::Bfc(b) = s {
                 b.on_enqueue(pkt, queue, queue_bytes, view, now);
+            }
+            if let Scheme::Aquarius(a) = s {
+                a.on_enqueue(pkt, queue, queue_bytes, view, now);
             }
         }
     }
@@ -298,6 +325,9 @@ impl Schemes {
             if let Scheme::Bfc(b) = s {
                 b.on_dequeue(pkt, queue, queue_bytes, view, now);
             }
+            if let Scheme::Aquarius(a) = s {
+                a.on_dequeue(pkt, queue, view, now);
+            }
         }
     }
 
@@ -316,6 +346,9 @@ impl Schemes {
             if let Scheme::Bfc(b) = s {
                 len = b.egress_rewrite(mem, pkt.frame, len, port, queue);
             }
+            if let Scheme::Aquarius(a) = s {
+                len = a.egress_rewrite(mem, pkt.frame, len, port, queue);
+            }
         }
         len
     }
@@ -332,6 +365,7 @@ impl Schemes {
             match s {
                 Scheme::Pfc(p) => p.poll(events, now, out),
                 Scheme::Bfc(b) => b.poll(now, out),
+                Scheme::Aquarius(a) => a.poll(out),
             }
         }
         events.clear();
@@ -344,6 +378,7 @@ impl Schemes {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.poll_due(now),
             Scheme::Bfc(b) => b.poll_due(now),
+            Scheme::Aquarius(a) => a.poll_due(),
         })
     }
 
@@ -360,6 +395,7 @@ impl Schemes {
             .filter_map(|s| match s {
                 Scheme::Pfc(p) => p.next_deadline(),
                 Scheme::Bfc(b) => b.next_deadline(),
+                Scheme::Aquarius(a) => a.next_deadline(),
             })
             .min()
     }
@@ -369,6 +405,7 @@ impl Schemes {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.watchdog_due(now),
             Scheme::Bfc(_) => false,
+            Scheme::Aquarius(a) => a.timer_due(now),
         })
     }
 
@@ -379,6 +416,9 @@ impl Schemes {
             if let Scheme::Pfc(p) = s {
                 p.watchdog_tick(now, ports, afc);
             }
+            if let Scheme::Aquarius(a) = s {
+                a.on_timer(now, afc);
+            }
         }
     }
 
@@ -387,7 +427,15 @@ impl Schemes {
     pub fn stats(&self, shared: &Shared, mmu_events: u64, now: u64) -> Option<SchemeStats> {
         let pfc = self.pfc().map(|p| p.stats(mmu_events, now));
         let bfc = shared.bfc.as_deref().map(bfc::BfcStats::of);
-        (pfc.is_some() || bfc.is_some()).then_some(SchemeStats { bfc, pfc })
+        let aquarius = self.list.iter().find_map(|s| match s {
+            Scheme::Aquarius(a) => Some(a.stats()),
+            _ => None,
+        });
+        (pfc.is_some() || bfc.is_some() || aquarius.is_some()).then_some(SchemeStats {
+            aquarius,
+            bfc,
+            pfc,
+        })
     }
 }
 

@@ -137,6 +137,8 @@ struct Port {
     last: Vec<u64>,
     bytes: Vec<u64>,
     qt: QueueTable,
+    /// Queues dynamic mapping may use ([`Aquarius::limit_mapping`]).
+    map: u128,
     src: [u8; 6],
     dst: [u8; 6],
     stats: PortStats,
@@ -194,6 +196,11 @@ impl Aquarius {
                     last: vec![u64::MAX; p.queues],
                     bytes: vec![0; p.queues],
                     qt: QueueTable::new(p.queues),
+                    map: if p.queues >= 128 {
+                        u128::MAX
+                    } else {
+                        (1u128 << p.queues) - 1
+                    },
                     src: p.mac,
                     dst: p.peer_mac.unwrap_or(DST_SIGNAL),
                     stats: PortStats::default(),
@@ -211,6 +218,16 @@ impl Aquarius {
 
     pub fn config(&self) -> &AquariusConfig {
         &self.cfg
+    }
+
+    /// Forced placement for experiments: dynamic mapping on `port` uses only its first `n`
+    /// queues (`rsvQ` may still be any empty queue). `n` 0 or above the port's queues: all.
+    pub fn limit_mapping(&mut self, port: usize, n: usize) {
+        let p = &mut self.ports[port];
+        let queues = p.bytes.len();
+        if (1..queues).contains(&n) {
+            p.map = (1u128 << n) - 1;
+        }
     }
 
     /// The one-hop RTT in use (ps).
@@ -287,11 +304,13 @@ impl Aquarius {
     ) -> Assigned {
         let p = &mut self.ports[egress];
         let rsv = p.qt.rsv_mask();
+        // Never mapped to: rsvQ, and queues outside a forced placement.
+        let off = rsv | !p.map;
         let bytes = &p.bytes;
         let placed = self.table.place(egress, fid, now, |pick| {
-            pick.empty(nonempty | rsv, paused).unwrap_or_else(|| {
+            pick.empty(nonempty | off, paused).unwrap_or_else(|| {
                 pick.least_occupied(|q| {
-                    if rsv & (1 << q) != 0 {
+                    if off & (1 << q) != 0 {
                         u64::MAX
                     } else {
                         // Unpaused queues first (a new flow should not inherit a pause).

@@ -83,6 +83,12 @@ fn new_flows_take_empty_then_least_occupied_queues() {
     assert_eq!(a.assign(0, 10, 0b11, 0, 3, &mut c).queue, x.queue);
     assert_eq!(a.queue_table(0).flows(y.queue.into()), 2);
     assert_eq!(a.port_stats(0).active_flows, 3);
+    // Forced placement: only the first queue, even with the others empty.
+    let mut b = aq(8, 1);
+    b.limit_mapping(0, 1);
+    for fid in 0..4 {
+        assert_eq!(b.assign(0, fid, 1, 0, 0, &mut c).queue, 0);
+    }
 }
 
 /// Alg. 1 on a one-queue port at 100 Gbit/s with `NQ_active` = 1 (Q_low 28 076 B, Q_high 84 228 B,
