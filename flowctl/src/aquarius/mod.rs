@@ -278,15 +278,11 @@ impl Aquarius {
         self.ports.len()
     }
 
-    /// Active flows of `queue` (Alg. 1's `N`): flows mapped there, plus the held flows if
-    /// it is `rsvQ`.
+    /// Active flows of `queue` (Alg. 1's `N`): flows mapped there and not moved to `rsvQ`,
+    /// or the held flows if it is `rsvQ`.
     #[inline]
     fn active_flows(p: &Port, queue: usize) -> u32 {
-        let mut n = p.qt.flows(queue);
-        if p.qt.rsv() == Some(queue as u8) {
-            n += p.qt.rsv_flows();
-        }
-        n
+        p.qt.active(queue)
     }
 
     /// Alg. 1 lines 2–6 for a packet of `fid` to `egress`: its flow's queue (an empty one
@@ -319,6 +315,23 @@ impl Aquarius {
                 })
             })
         });
+        if placed.fresh && p.qt.holds_queue(placed.queue) {
+            // A newcomer in a queue paused for a flow alone there: move that flow (§3.3).
+            let mut empty = 0u128;
+            for (q, &b) in p.bytes.iter().enumerate() {
+                if b == 0 && p.qt.flows(q) == 0 && paused & (1 << q) == 0 {
+                    empty |= 1 << q;
+                }
+            }
+            let (table, egress) = (&self.table, egress);
+            let pkts_of = |fid: u32| {
+                table
+                    .entry(table.slot_of(egress, fid))
+                    .filter(|e| e.fid == fid)
+                    .map_or(0, |e| e.size)
+            };
+            p.qt.joined(placed.queue, pkts_of, empty, cmds);
+        }
         if placed.fresh {
             p.qt.flow_in(usize::from(placed.queue));
             p.stats.assignments += 1;

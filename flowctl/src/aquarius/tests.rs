@@ -246,7 +246,8 @@ fn pause_alone_vs_shared_and_rsvq_lifecycle() {
     a.on_enqueue(9, NO_UPQ, 0, rsv.into(), sb2.slot, fb, 1500, 0, 2, 3);
     assert_eq!(a.assign(0, fc, 0b111, 0, 4, &mut c).queue, shared);
     // No new flow is mapped to rsvQ, even when it is the only empty queue.
-    let sd = a.assign(0, 4003, 0b111 & !(1 << rsv), 0, 5, &mut c);
+    let sd = a.assign(0, 4003, 0b111 & !(1 << rsv), paused | 1 << rsv, 5, &mut c);
+    assert!(c.is_empty());
     assert_ne!(sd.queue, rsv);
     a.unassign(0, sd.slot, 4003, sd.queue, 5);
 
@@ -484,4 +485,36 @@ fn in_order_across_moves_into_and_out_of_rsvq() {
     }
     assert_eq!(u.paused, 0);
     assert_eq!(u.a.queue_table(0).rsv(), None, "rsvQ released");
+}
+
+/// The extension of §3.3 for a queue paused for a flow that was alone in it: a new flow
+/// mapped there (here: the only queue a forced placement allows) makes the held flow move to
+/// rsvQ, and the queue resumes, so the newcomer is not blocked.
+#[test]
+fn newcomer_in_a_queue_paused_for_a_lone_flow_moves_that_flow() {
+    let mut a = aq(4, 1);
+    a.limit_mapping(0, 1);
+    let mut c = Vec::new();
+    let s3 = a.assign(0, 3, 0, 0, 0, &mut c);
+    a.on_enqueue(9, NO_UPQ, 0, 0, s3.slot, 3, 1500, 0, 1, 0);
+    let again = a.assign(0, 3, 1, 0, 0, &mut c);
+    a.on_enqueue(9, NO_UPQ, 0, 0, again.slot, 3, 1500, 1500, 1, 0);
+    assert!(a.on_signal(0, &Signal::FlowPause { queue: 0, fid: 3 }, 0, &mut c));
+    assert_eq!(c, vec![QueueCmd::Pause(0)]);
+    c.clear();
+    // Flow 4 arrives: forced into queue 0. Flow 3 moves to rsvQ (queue 1, paused) with its
+    // two packets left in queue 0, which resumes.
+    let s4 = a.assign(0, 4, 1, 1, 1, &mut c);
+    assert_eq!(s4.queue, 0);
+    assert_eq!(c, vec![QueueCmd::Pause(1), QueueCmd::Resume(0)]);
+    c.clear();
+    assert_eq!(a.queue_table(0).rsv(), Some(1));
+    assert_eq!(a.assign(0, 3, 1, 0b10, 2, &mut c).queue, 1);
+    // RESUME(3): rsvQ waits for flow 3's two packets in queue 0, then runs.
+    a.on_signal(0, &Signal::FlowResume { queue: 0, fid: 3 }, 0b10, &mut c);
+    assert!(c.is_empty());
+    a.on_dequeue(0, 0, s3.slot, 3, 1500, false, 9, NO_UPQ, 3, &mut c);
+    assert!(c.is_empty());
+    a.on_dequeue(0, 0, s3.slot, 3, 1500, false, 9, NO_UPQ, 4, &mut c);
+    assert_eq!(c, vec![QueueCmd::Resume(1)]);
 }

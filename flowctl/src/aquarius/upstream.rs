@@ -12,6 +12,10 @@
 //!   paused, the original queue keeps running (the victims are unaffected);
 //! * no empty queue for `rsvQ` → the shared queue is paused (all that is left; counted).
 //!
+//! A flow whose own queue was paused (it was alone) is re-assigned the same way as soon as
+//! another flow joins that queue ([`QueueTable::joined`]): the newcomer is a victim the
+//! paused queue would block (an extension: the paper decides only at the PAUSE).
+//!
 //! `rsvQ` resumes once RESUMEs for all its flows have arrived *and* the packets they left
 //! in their original queues have drained (in-order delivery). A resumed flow returns from
 //! `rsvQ` only once it has no packet left there; `rsvQ` is released to dynamic mapping when
@@ -101,6 +105,26 @@ impl QueueTable {
     /// Flows mapped to `q` by the caller (flows moved to `rsvQ` still count in their own).
     pub fn flows(&self, q: usize) -> u32 {
         self.flows.get(q).copied().unwrap_or(0)
+    }
+
+    /// Active flows of `q` (Alg. 1's `N`): those mapped there but not moved to `rsvQ`, and
+    /// for `rsvQ` the flows held in it.
+    #[inline]
+    pub fn active(&self, q: usize) -> u32 {
+        let mut n = self.flows(q);
+        if !self.congested.is_empty() {
+            for c in &self.congested {
+                if c.in_rsv {
+                    if usize::from(c.home) == q {
+                        n = n.saturating_sub(1);
+                    }
+                    if self.rsv.map(usize::from) == Some(q) {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
     }
 
     /// Congested flows held in `rsvQ`.
@@ -194,34 +218,18 @@ impl QueueTable {
             out.push(QueueCmd::Pause(home));
             return PauseAction::Queue(home);
         }
-        let (rsv, allocated) = match self.rsv {
-            Some(r) => (r, false),
-            None => {
-                let cand = empty & !(1u128 << hq);
-                let lim = if self.flows.len() >= 128 {
-                    u128::MAX
-                } else {
-                    (1u128 << self.flows.len()) - 1
-                };
-                let cand = cand & lim;
-                if cand == 0 {
-                    self.stats.no_rsv += 1;
-                    self.congested.push(Congested {
-                        fid,
-                        home,
-                        in_rsv: false,
-                        resumed: false,
-                        rsv_pkts: 0,
-                        old_pkts: 0,
-                    });
-                    out.push(QueueCmd::Pause(home));
-                    return PauseAction::NoRsv(home);
-                }
-                let r = cand.trailing_zeros() as u8;
-                self.rsv = Some(r);
-                self.stats.rsv_allocations += 1;
-                (r, true)
-            }
+        let Some((rsv, allocated)) = self.take_rsv(empty, home) else {
+            self.stats.no_rsv += 1;
+            self.congested.push(Congested {
+                fid,
+                home,
+                in_rsv: false,
+                resumed: false,
+                rsv_pkts: 0,
+                old_pkts: 0,
+            });
+            out.push(QueueCmd::Pause(home));
+            return PauseAction::NoRsv(home);
         };
         self.stats.flows_reassigned += 1;
         self.congested.push(Congested {
@@ -237,6 +245,66 @@ impl QueueTable {
             out.push(QueueCmd::Pause(rsv));
         }
         PauseAction::Reserved { rsv, allocated }
+    }
+
+    /// `rsvQ`, allocated now from `empty` (never `home`) if there is none; `None` if no
+    /// queue is free.
+    fn take_rsv(&mut self, empty: u128, home: u8) -> Option<(u8, bool)> {
+        if let Some(r) = self.rsv {
+            return Some((r, false));
+        }
+        let lim = if self.flows.len() >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.flows.len()) - 1
+        };
+        let cand = empty & !(1u128 << home) & lim;
+        if cand == 0 {
+            return None;
+        }
+        let r = cand.trailing_zeros() as u8;
+        self.rsv = Some(r);
+        self.stats.rsv_allocations += 1;
+        Some((r, true))
+    }
+
+    /// Whether `q` is paused for a held flow that was alone in it.
+    #[inline]
+    pub fn holds_queue(&self, q: u8) -> bool {
+        self.congested.iter().any(|c| !c.in_rsv && c.home == q)
+    }
+
+    /// A new flow was mapped to `q`, paused for the held flows that were alone in it: they
+    /// move to `rsvQ` as in the shared case (`pkts_of(fid)`: their packets left in `q`), and
+    /// `q` resumes. Nothing changes if no queue is free for `rsvQ`.
+    pub fn joined(
+        &mut self,
+        q: u8,
+        pkts_of: impl Fn(u32) -> u32,
+        empty: u128,
+        out: &mut Vec<QueueCmd>,
+    ) {
+        if !self.holds_queue(q) {
+            return;
+        }
+        let Some((rsv, _)) = self.take_rsv(empty, q) else {
+            return;
+        };
+        for c in self
+            .congested
+            .iter_mut()
+            .filter(|c| !c.in_rsv && c.home == q)
+        {
+            c.in_rsv = true;
+            c.old_pkts = pkts_of(c.fid);
+            c.rsv_pkts = 0;
+            self.stats.flows_reassigned += 1;
+        }
+        if !self.rsv_paused {
+            self.rsv_paused = true;
+            out.push(QueueCmd::Pause(rsv));
+        }
+        out.push(QueueCmd::Resume(q));
     }
 
     /// RESUME(q, `fid`): a flow paused in its own queue resumes it (unless another held flow
