@@ -295,7 +295,7 @@ impl<T> NicQueues<T> {
                     }
                 });
                 self.qt
-                    .on_pause(fid, named, home, pkts, empty, &mut self.cmds);
+                    .on_pause(fid, named, home, pkts, empty, false, &mut self.cmds);
                 self.run_cmds();
             }
             Signal::FlowResume { fid, .. } => {

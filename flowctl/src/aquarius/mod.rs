@@ -302,8 +302,12 @@ impl Aquarius {
         let rsv = p.qt.rsv_mask();
         // Never mapped to: rsvQ, and queues outside a forced placement.
         let off = rsv | !p.map;
-        let bytes = &p.bytes;
+        let (bytes, qt) = (&p.bytes, &p.qt);
         let placed = self.table.place(egress, fid, now, |pick| {
+            // A flow held by pausing its own queue goes back there (§3.3: it is paused).
+            if let Some(h) = qt.paused_home(fid) {
+                return usize::from(h);
+            }
             pick.empty(nonempty | off, paused).unwrap_or_else(|| {
                 pick.least_occupied(|q| {
                     if off & (1 << q) != 0 {
@@ -315,23 +319,6 @@ impl Aquarius {
                 })
             })
         });
-        if placed.fresh && p.qt.holds_queue(placed.queue) {
-            // A newcomer in a queue paused for a flow alone there: move that flow (§3.3).
-            let mut empty = 0u128;
-            for (q, &b) in p.bytes.iter().enumerate() {
-                if b == 0 && p.qt.flows(q) == 0 && paused & (1 << q) == 0 {
-                    empty |= 1 << q;
-                }
-            }
-            let (table, egress) = (&self.table, egress);
-            let pkts_of = |fid: u32| {
-                table
-                    .entry(table.slot_of(egress, fid))
-                    .filter(|e| e.fid == fid)
-                    .map_or(0, |e| e.size)
-            };
-            p.qt.joined(placed.queue, pkts_of, empty, cmds);
-        }
         if placed.fresh {
             p.qt.flow_in(usize::from(placed.queue));
             p.stats.assignments += 1;
@@ -532,7 +519,16 @@ impl Aquarius {
                 }
                 let p = &mut self.ports[port];
                 let queue = queue.min((p.bytes.len() - 1) as u8);
-                p.qt.on_pause(fid, queue, home, pkts, empty, cmds);
+                // A queue of a forced placement is shared by construction: every later flow
+                // is mapped to it, so a flow alone there for now is treated as sharing it.
+                let all = if p.bytes.len() >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << p.bytes.len()) - 1
+                };
+                let h = home.unwrap_or(queue);
+                let forced = p.map != all && p.map & (1 << h) != 0;
+                p.qt.on_pause(fid, queue, home, pkts, empty, forced, cmds);
                 true
             }
             Signal::FlowResume { fid, .. } => {

@@ -487,34 +487,89 @@ fn in_order_across_moves_into_and_out_of_rsvq() {
     assert_eq!(u.a.queue_table(0).rsv(), None, "rsvQ released");
 }
 
-/// The extension of §3.3 for a queue paused for a flow that was alone in it: a new flow
-/// mapped there (here: the only queue a forced placement allows) makes the held flow move to
-/// rsvQ, and the queue resumes, so the newcomer is not blocked.
+/// Forced placement: a flow alone in a forced queue for now is treated as sharing it (every
+/// later flow is mapped there), so it moves to rsvQ and the queue keeps running.
 #[test]
-fn newcomer_in_a_queue_paused_for_a_lone_flow_moves_that_flow() {
+fn a_lone_flow_in_a_forced_queue_moves_to_rsvq() {
     let mut a = aq(4, 1);
     a.limit_mapping(0, 1);
     let mut c = Vec::new();
     let s3 = a.assign(0, 3, 0, 0, 0, &mut c);
     a.on_enqueue(9, NO_UPQ, 0, 0, s3.slot, 3, 1500, 0, 1, 0);
-    let again = a.assign(0, 3, 1, 0, 0, &mut c);
-    a.on_enqueue(9, NO_UPQ, 0, 0, again.slot, 3, 1500, 1500, 1, 0);
     assert!(a.on_signal(0, &Signal::FlowPause { queue: 0, fid: 3 }, 0, &mut c));
-    assert_eq!(c, vec![QueueCmd::Pause(0)]);
-    c.clear();
-    // Flow 4 arrives: forced into queue 0. Flow 3 moves to rsvQ (queue 1, paused) with its
-    // two packets left in queue 0, which resumes.
-    let s4 = a.assign(0, 4, 1, 1, 1, &mut c);
-    assert_eq!(s4.queue, 0);
-    assert_eq!(c, vec![QueueCmd::Pause(1), QueueCmd::Resume(0)]);
-    c.clear();
+    assert_eq!(c, vec![QueueCmd::Pause(1)]);
     assert_eq!(a.queue_table(0).rsv(), Some(1));
+    c.clear();
+    // Flow 4 arrives: forced into queue 0, which runs; flow 3's later packets go to rsvQ.
+    assert_eq!(a.assign(0, 4, 1, 0b10, 1, &mut c).queue, 0);
     assert_eq!(a.assign(0, 3, 1, 0b10, 2, &mut c).queue, 1);
-    // RESUME(3): rsvQ waits for flow 3's two packets in queue 0, then runs.
-    a.on_signal(0, &Signal::FlowResume { queue: 0, fid: 3 }, 0b10, &mut c);
+    // Without the forcing the same flow alone has its own queue paused.
+    let mut b = aq(4, 1);
+    let s = b.assign(0, 3, 0, 0, 0, &mut c);
+    b.on_enqueue(9, NO_UPQ, 0, 0, s.slot, 3, 1500, 0, 1, 0);
+    c.clear();
+    b.on_signal(0, &Signal::FlowPause { queue: 0, fid: 3 }, 0, &mut c);
+    assert_eq!(c, vec![QueueCmd::Pause(s.queue)]);
+}
+
+/// A flow held by pausing its own queue (it was alone) that drains completely and comes
+/// back is still held: it returns to its paused queue instead of taking a fresh one.
+#[test]
+fn a_queue_paused_flow_returning_empty_stays_held() {
+    let mut a = aq(4, 1);
+    let mut c = Vec::new();
+    let s = a.assign(0, 5, 0, 0, 0, &mut c);
+    a.on_enqueue(9, NO_UPQ, 0, s.queue.into(), s.slot, 5, 1500, 0, 1, 0);
+    a.on_signal(
+        0,
+        &Signal::FlowPause {
+            queue: s.queue,
+            fid: 5,
+        },
+        0,
+        &mut c,
+    );
+    assert_eq!(c, vec![QueueCmd::Pause(s.queue)]);
+    c.clear();
+    a.on_dequeue(
+        0,
+        s.queue.into(),
+        s.slot,
+        5,
+        1500,
+        false,
+        9,
+        NO_UPQ,
+        1,
+        &mut c,
+    );
+    // Empty in the switch, queue still paused: its next packet goes back there.
+    let again = a.assign(0, 5, 0, 1 << s.queue, 2, &mut c);
+    assert_eq!(again.queue, s.queue);
     assert!(c.is_empty());
-    a.on_dequeue(0, 0, s3.slot, 3, 1500, false, 9, NO_UPQ, 3, &mut c);
-    assert!(c.is_empty());
-    a.on_dequeue(0, 0, s3.slot, 3, 1500, false, 9, NO_UPQ, 4, &mut c);
-    assert_eq!(c, vec![QueueCmd::Resume(1)]);
+    // After the RESUME it is a new flow again.
+    a.on_enqueue(9, NO_UPQ, 0, s.queue.into(), again.slot, 5, 1500, 0, 1, 2);
+    a.on_dequeue(
+        0,
+        s.queue.into(),
+        again.slot,
+        5,
+        1500,
+        false,
+        9,
+        NO_UPQ,
+        3,
+        &mut c,
+    );
+    a.on_signal(
+        0,
+        &Signal::FlowResume {
+            queue: s.queue,
+            fid: 5,
+        },
+        0,
+        &mut c,
+    );
+    assert_eq!(c, vec![QueueCmd::Resume(s.queue)]);
+    assert_eq!(a.queue_table(0).paused_home(5), None);
 }

@@ -12,9 +12,9 @@
 //!   paused, the original queue keeps running (the victims are unaffected);
 //! * no empty queue for `rsvQ` → the shared queue is paused (all that is left; counted).
 //!
-//! A flow whose own queue was paused (it was alone) is re-assigned the same way as soon as
-//! another flow joins that queue ([`QueueTable::joined`]): the newcomer is a victim the
-//! paused queue would block (an extension: the paper decides only at the PAUSE).
+//! A flow held by pausing its own queue that comes back after draining goes back to that
+//! queue ([`QueueTable::paused_home`]): without stickiness a line-rate flow's queue empties
+//! between packets and it would take a fresh, unpaused queue each time.
 //!
 //! `rsvQ` resumes once RESUMEs for all its flows have arrived *and* the packets they left
 //! in their original queues have drained (in-order delivery). A resumed flow returns from
@@ -156,7 +156,10 @@ impl QueueTable {
 
     /// PAUSE(q, `fid`): the flow is mapped to `home` (its own queue, `None` if it has no
     /// packet in the device: then `q` as named) with `pkts` packets in the device;
-    /// `empty` is the port's bitmap of empty queues a `rsvQ` may be taken from.
+    /// `empty` is the port's bitmap of empty queues a `rsvQ` may be taken from; `shared`:
+    /// treat the flow's queue as shared whatever it holds now (a forced placement maps every
+    /// later flow there).
+    #[allow(clippy::too_many_arguments)]
     pub fn on_pause(
         &mut self,
         fid: u32,
@@ -164,6 +167,7 @@ impl QueueTable {
         home: Option<u8>,
         pkts: u32,
         empty: u128,
+        shared: bool,
         out: &mut Vec<QueueCmd>,
     ) -> PauseAction {
         self.stats.pauses_received += 1;
@@ -202,7 +206,7 @@ impl QueueTable {
             .saturating_sub(u32::from(pkts > 0))
             .saturating_sub(moved);
         let already_rsv = self.rsv == Some(home);
-        if others == 0 || already_rsv {
+        if (others == 0 && !shared) || already_rsv {
             self.stats.queue_pauses += 1;
             self.congested.push(Congested {
                 fid,
@@ -268,43 +272,17 @@ impl QueueTable {
         Some((r, true))
     }
 
-    /// Whether `q` is paused for a held flow that was alone in it.
+    /// The queue paused for `fid` if it is held there (it was alone in it): a flow that
+    /// comes back with no packet left must return to it, not to a fresh unpaused queue.
     #[inline]
-    pub fn holds_queue(&self, q: u8) -> bool {
-        self.congested.iter().any(|c| !c.in_rsv && c.home == q)
-    }
-
-    /// A new flow was mapped to `q`, paused for the held flows that were alone in it: they
-    /// move to `rsvQ` as in the shared case (`pkts_of(fid)`: their packets left in `q`), and
-    /// `q` resumes. Nothing changes if no queue is free for `rsvQ`.
-    pub fn joined(
-        &mut self,
-        q: u8,
-        pkts_of: impl Fn(u32) -> u32,
-        empty: u128,
-        out: &mut Vec<QueueCmd>,
-    ) {
-        if !self.holds_queue(q) {
-            return;
+    pub fn paused_home(&self, fid: u32) -> Option<u8> {
+        if self.congested.is_empty() {
+            return None;
         }
-        let Some((rsv, _)) = self.take_rsv(empty, q) else {
-            return;
-        };
-        for c in self
-            .congested
-            .iter_mut()
-            .filter(|c| !c.in_rsv && c.home == q)
-        {
-            c.in_rsv = true;
-            c.old_pkts = pkts_of(c.fid);
-            c.rsv_pkts = 0;
-            self.stats.flows_reassigned += 1;
-        }
-        if !self.rsv_paused {
-            self.rsv_paused = true;
-            out.push(QueueCmd::Pause(rsv));
-        }
-        out.push(QueueCmd::Resume(q));
+        self.congested
+            .iter()
+            .find(|c| c.fid == fid && !c.in_rsv)
+            .map(|c| c.home)
     }
 
     /// RESUME(q, `fid`): a flow paused in its own queue resumes it (unless another held flow
