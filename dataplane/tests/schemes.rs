@@ -77,6 +77,7 @@ fn bfc_pauses_one_queue_pfc_pauses_the_priority() {
             Scheme::Bfc(_) => "bfc",
             Scheme::Pfc(_) => "pfc",
             Scheme::Pyrrha(_) => "pyrrha",
+            Scheme::Aquarius(_) => "aquarius",
         })
         .collect();
     assert_eq!(kinds, ["bfc", "pfc"]);

@@ -1,6 +1,7 @@
 -- Wireshark/tshark dissector for Xoff's own frames (see flowctl/src/wire/signal.rs and
 -- flowctl/src/wire/shim.rs):
---   EtherType 0x88B5  Xoff signal: version, type (1 PAUSE, 2 RESUME, 3 BITMAP), fields
+--   EtherType 0x88B5  Xoff signal: version, type (1 PAUSE, 2 RESUME, 3 BITMAP,
+--                     0x10 FLOW PAUSE, 0x11 FLOW RESUME: Aquarius), fields
 --                     (0x20-0x2F: Pyrrha PAUSE/RESUME/MERGE, see the Pyrrha block below)
 --   EtherType 0x88B6  Xoff data shim: version|flags, upstreamQ, then the original EtherType
 -- Use: tshark -X lua_script:deploy/wireshark/xoff.lua -r capture.pcap -V
@@ -9,12 +10,17 @@
 local sig = Proto("xoffsig", "Xoff signal")
 local f_ver = ProtoField.uint8("xoffsig.version", "Version")
 local types = { [1] = "PAUSE", [2] = "RESUME", [3] = "BITMAP" }
+-- Aquarius (type codes 0x10-0x1F): queue + FID.
+types[0x10] = "FLOW PAUSE"
+types[0x11] = "FLOW RESUME"
 local f_type = ProtoField.uint8("xoffsig.type", "Type", base.DEC, types)
 local f_queue = ProtoField.uint16("xoffsig.queue", "Queue")
 local f_count = ProtoField.uint16("xoffsig.count", "Queues covered")
 local f_bitmap = ProtoField.bytes("xoffsig.bitmap", "Pause bitmap (bit q = queue q, LSB first)")
 local f_paused = ProtoField.string("xoffsig.paused", "Paused queues")
-sig.fields = { f_ver, f_type, f_queue, f_count, f_bitmap, f_paused }
+-- Aquarius: the FID of a FLOW PAUSE/RESUME.
+local f_fid = ProtoField.uint32("xoffsig.fid", "FID hash", base.HEX)
+sig.fields = { f_ver, f_type, f_queue, f_count, f_bitmap, f_paused, f_fid }
 
 function sig.dissector(buf, pinfo, tree)
     if buf:len() < 2 then return end
@@ -39,6 +45,12 @@ function sig.dissector(buf, pinfo, tree)
         local s = table.concat(qs, ",")
         t:add(f_paused, s)
         pinfo.cols.info = "BITMAP paused {" .. s .. "}"
+    elseif (ty == 0x10 or ty == 0x11) and buf:len() >= 10 then
+        -- Aquarius PAUSE/RESUME(queue, FID)
+        t:add(f_queue, buf(2, 2))
+        t:add(f_fid, buf(6, 4))
+        pinfo.cols.info = string.format("%s queue %d fid 0x%08x", types[ty], buf(2, 2):uint(),
+            buf(6, 4):uint())
     end
 end
 

@@ -7,6 +7,7 @@
 //! * [`watchdog`]: the PFC watchdog (SONiC pfcwd semantics).
 //! * [`bfc`]: Backpressure Flow Control (queue assignment, pause counters, signals).
 //! * [`pyrrha`]: Pyrrha (congestion roots, root table, isolation queues, order marks).
+//! * [`aquarius`]: Aquarius (contribution-aware pausing, opportunistic re-assigning).
 
 #![forbid(unsafe_code)]
 // The shipped library obeys clippy.toml (no clocks, threads, files, sockets); unit tests may
@@ -14,6 +15,8 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod afc;
+// Aquarius (issue 16).
+pub mod aquarius;
 pub mod bfc;
 pub mod pfc;
 pub mod watchdog;
@@ -25,6 +28,7 @@ pub use pyrrha::{Pyrrha, PyrrhaConfig, PyrrhaError, PyrrhaPort};
 // --- end Pyrrha ---
 
 pub use afc::{Afc, AfcCmd, AfcError, AfcRing, PauseRegs, ShmLayout, ShmProducer, ShmRing};
+pub use aquarius::{Aquarius, AquariusConfig, AquariusError};
 pub use bfc::{Assignment, Bfc, BfcConfig, BfcError, BfcPort, BfcShared};
 pub use pfc::{Pfc, PfcConfig, PfcCounters, PfcError, PfcEvent, PfcPort, PfcTx};
 pub use watchdog::{QueueView, Watchdog, WatchdogConfig, WdAction, WdCounters, WdEvent};

@@ -18,7 +18,7 @@ pub mod spec;
 
 pub use resolved::{HostInfo, Peer, ResolvedHost, ResolvedSwitch, ResolvedTopology};
 pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
-pub use spec::{BfcSpec, PortSpec, PyrrhaSpec, RouteSpec, SwitchSpec};
+pub use spec::{AquariusSpec, BfcSpec, PortSpec, PyrrhaSpec, RouteSpec, SwitchSpec};
 
 /// A configuration error: which file, which key, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -167,6 +167,8 @@ pub struct SwitchConfig {
     pub bfc: Option<BfcSettings>,
     /// Pyrrha parameters (`[switch.pyrrha]`; used when `scheme = "pyrrha"`).
     pub pyrrha: Option<PyrrhaSettings>,
+    /// Aquarius parameters (`[switch.aquarius]`; used when `scheme = "aquarius"`).
+    pub aquarius: Option<AquariusSettings>,
 }
 
 /// Queue assignment / per-hop flow-control scheme of a switch.
@@ -184,6 +186,9 @@ pub enum Scheme {
     BfcSingle,
     /// Pyrrha: congestion roots and isolation queues (`flowctl::pyrrha`).
     Pyrrha,
+    /// Aquarius (issue 16, `flowctl::aquarius`): contribution-aware pausing and
+    /// opportunistic re-assigning.
+    Aquarius,
 }
 
 impl Scheme {
@@ -212,6 +217,35 @@ pub struct PyrrhaSettings {
     pub hop_bdp: Option<Size>,
 }
 // --- end Pyrrha ---
+/// `[switch.aquarius]`: Aquarius parameters. Defaults: BFC's table (100 × queues) and HRTT
+/// (2 × the largest port delay + two full frames), α = 1/8.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AquariusSettings {
+    /// Flow-table entries per egress port as a multiple of its queues (default 100).
+    pub table_factor: Option<usize>,
+    /// One-hop RTT (`Q_low = HRTT·μ/NQ_active`, `Q_high = 3·HRTT·μ/NQ_active`).
+    pub hrtt: Option<Time>,
+    /// EWMA gain of `T_avg` (default 0.125).
+    pub alpha: Option<f64>,
+    /// Ports whose peers speak the Xoff data shim besides Aquarius switches (found from the
+    /// topology): e.g. a host NIC that honours per-flow pauses.
+    #[serde(default)]
+    pub shim_ports: Vec<String>,
+    /// Forced flow placement for experiments (the paper's §4 micro-benchmark "limits f1–f3
+    /// to the same egress queue"): dynamic mapping on a listed port uses only its first
+    /// `queues` queues; `rsvQ` may still take any empty queue.
+    #[serde(default)]
+    pub map_queues: Vec<MapQueues>,
+}
+
+/// One entry of [`AquariusSettings::map_queues`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapQueues {
+    pub port: String,
+    pub queues: usize,
+}
 
 /// `[switch.bfc]`: BFC parameters. Defaults follow the paper (table 100 × queues, sticky
 /// 2·HRTT, HRTT = 2 × the largest port delay, `Th = HRTT·μ/N_active`).

@@ -523,6 +523,11 @@ impl Ctx<'_> {
         } else {
             None
         };
+        let aquarius = if s.scheme == Scheme::Aquarius {
+            Some(self.aquarius_spec(si, s, &index)?)
+        } else {
+            None
+        };
         Ok(SwitchSpec {
             name: s.name.clone(),
             seed: s.seed,
@@ -536,6 +541,7 @@ impl Ctx<'_> {
             bfc,
             // Filled once every switch is resolved (the path model needs them all).
             pyrrha: None,
+            aquarius,
         })
     }
 
@@ -626,6 +632,52 @@ impl Ctx<'_> {
             flood: st.flood.or(d.flood).unwrap_or(true),
             mtu,
             peer_mac,
+        })
+    }
+
+    /// Aquarius settings: which ports push the data shim (peers running Aquarius, and the
+    /// listed ones), the forced mapping, the parameters.
+    fn aquarius_spec(
+        &self,
+        si: usize,
+        s: &SwitchConfig,
+        index: &BTreeMap<String, usize>,
+    ) -> Result<super::AquariusSpec, ConfigError> {
+        let d = s.aquarius.clone().unwrap_or_default();
+        let key = |k: &str| format!("switch[{si}].aquarius.{k}");
+        let port = |k: &str, n: &str| {
+            index
+                .get(n)
+                .copied()
+                .ok_or_else(|| self.err(key(k), format!("no port `{n}` on switch `{}`", s.name)))
+        };
+        let runs = |sw: u32| self.t.switches[sw as usize].scheme == Scheme::Aquarius;
+        let mut shim: Vec<bool> = self.port_peers[si]
+            .iter()
+            .map(|e| matches!(*e, Peer::Port(sw, _) if runs(sw)))
+            .collect();
+        for n in &d.shim_ports {
+            shim[port("shim_ports", n)?] = true;
+        }
+        let mut map_queues = vec![0; shim.len()];
+        for m in &d.map_queues {
+            let p = port("map_queues", &m.port)?;
+            map_queues[p] = m.queues;
+        }
+        let mut config = flowctl::AquariusConfig {
+            hrtt_ps: d.hrtt.map(|t| t.0),
+            ..flowctl::AquariusConfig::default()
+        };
+        if let Some(f) = d.table_factor {
+            config.table_factor = f;
+        }
+        if let Some(a) = d.alpha {
+            config.alpha = a;
+        }
+        Ok(super::AquariusSpec {
+            config,
+            shim,
+            map_queues,
         })
     }
 

@@ -15,6 +15,16 @@ pub struct BfcSpec {
     pub shim: Vec<bool>,
 }
 
+/// Resolved Aquarius settings of a switch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AquariusSpec {
+    pub config: flowctl::AquariusConfig,
+    /// Per port: push the data shim on egress (the peer speaks it).
+    pub shim: Vec<bool>,
+    /// Per port: queues dynamic mapping may use (the first n; 0 = all).
+    pub map_queues: Vec<usize>,
+}
+
 /// Fully resolved settings of one port.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortSpec {
@@ -62,6 +72,8 @@ pub struct SwitchSpec {
     pub bfc: Option<BfcSpec>,
     /// Pyrrha (`scheme = "pyrrha"`).
     pub pyrrha: Option<PyrrhaSpec>,
+    /// Aquarius (`scheme = "aquarius"`).
+    pub aquarius: Option<AquariusSpec>,
 }
 
 /// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the

@@ -61,7 +61,7 @@ pub struct Nic {
 /// The BFC side of a host NIC: one FIFO of frames per NIC queue, flows (by FID hash) assigned
 /// to queues on first sight and never released (so flow k of a host takes queue k mod n; see
 /// [`crate::host::nicq`], which the host stack shares).
-pub type NicBfc = crate::host::nicq::NicQueues<(FrameId, u32)>;
+pub type NicBfc = crate::host::nicq::NicQueues<(FrameId, u32, u32)>;
 
 impl Nic {
     pub fn new(rate_bps: u64, delay_ps: u64, limit: usize) -> Self {
@@ -102,10 +102,11 @@ impl Nic {
             return None;
         }
         if let Some(b) = self.bfc.as_mut() {
-            let f = b.pop();
-            if f.is_some() {
+            if let Some((q, (f, len, fid))) = b.pop_indexed() {
+                // Items carry the FID hash: Aquarius's per-flow pause follows departures.
+                b.departed(fid, q);
                 self.len -= 1;
-                return f;
+                return Some((f, len));
             }
         }
         for i in 0..8 {
@@ -145,7 +146,9 @@ impl Nic {
 
     /// Applies a received Xoff signal frame if this NIC runs BFC; true if it was one.
     pub(crate) fn on_bfc_signal(&mut self, frame: &[u8]) -> bool {
-        self.bfc.as_mut().is_some_and(|b| b.on_signal(frame))
+        self.bfc
+            .as_mut()
+            .is_some_and(|b| b.on_signal_keyed(frame, |x| Some(x.2)))
     }
 
     /// Starts queued frames as the link allows and returns when it next needs service.
@@ -234,7 +237,7 @@ impl HostCtx<'_> {
             };
             let q = b.queue_of(fid);
             let len = crate::scheme::shim_push(self.mem, frame, len, usize::from(q));
-            b.push(usize::from(q), (frame, len));
+            b.push(usize::from(q), (frame, len, fid));
             self.nic.len += 1;
             return true;
         }

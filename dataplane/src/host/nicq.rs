@@ -22,7 +22,15 @@
 //! * **Signals.** Xoff signal frames (EtherType 0x88B5, `flowctl::wire::signal`) set and clear
 //!   the paused bits: `Pause(q)`, `Resume(q)`, and the periodic `Bitmap` refresh, which
 //!   overwrites the bits of the queues it covers.
+//! * **Per-flow pause (Aquarius §3.3).** `FlowPause(q, FID)` / `FlowResume(q, FID)` hold
+//!   exactly the named flow: the NIC is an Aquarius upstream, with the same
+//!   [`flowctl::aquarius::QueueTable`] as a switch port. A flow alone in its queue has that
+//!   queue paused; a flow sharing it is steered into a reserved queue (`rsvQ`, taken from the
+//!   free queues), which is paused while the other flows of its queue continue. The caller
+//!   reports departures ([`NicQueues::departed`]) so `rsvQ` resumes only once the flow's
+//!   earlier frames have left (in order).
 
+use flowctl::aquarius::{QueueCmd, QueueTable};
 use flowctl::wire::signal::{Frame, Signal, SignalRepr};
 use rustc_hash::FxBuildHasher;
 use std::collections::VecDeque;
@@ -49,6 +57,9 @@ pub struct NicQueues<T> {
     pub signals_rx: u64,
     pub pauses_rx: u64,
     pub resumes_rx: u64,
+    /// Aquarius per-flow pauses: the upstream QueueTable of the NIC's port.
+    qt: QueueTable,
+    cmds: Vec<QueueCmd>,
 }
 
 impl<T> Default for NicQueues<T> {
@@ -63,6 +74,8 @@ impl<T> Default for NicQueues<T> {
             signals_rx: 0,
             pauses_rx: 0,
             resumes_rx: 0,
+            qt: QueueTable::new(0),
+            cmds: Vec::new(),
         }
     }
 }
@@ -82,6 +95,7 @@ impl<T> NicQueues<T> {
         NicQueues {
             queues: (0..n).map(|_| VecDeque::new()).collect(),
             load: vec![0; n],
+            qt: QueueTable::new(n),
             ..Self::default()
         }
     }
@@ -91,8 +105,20 @@ impl<T> NicQueues<T> {
         self.queues.len()
     }
 
-    /// The queue of flow `key`, assigning one on first sight (see the module doc).
+    /// The queue of flow `key`, assigning one on first sight (see the module doc); the
+    /// reserved queue while an Aquarius pause holds the flow there.
     pub fn queue_of(&mut self, key: u32) -> u8 {
+        let q = self.mapped(key);
+        match self.qt.steer(key, &mut self.cmds) {
+            Some(r) => r,
+            None => {
+                self.run_cmds();
+                q
+            }
+        }
+    }
+
+    fn mapped(&mut self, key: u32) -> u8 {
         if let Some(&q) = self.flows.get(&key) {
             return q;
         }
@@ -108,8 +134,33 @@ impl<T> NicQueues<T> {
             .unwrap_or(0);
         self.next = (q + 1) % n;
         self.load[q] += 1;
+        self.qt.flow_in(q);
         self.flows.insert(key, q as u8);
         q as u8
+    }
+
+    /// A frame of flow `key` left queue `q` (for the per-flow pause's in-order rule).
+    #[inline]
+    pub fn departed(&mut self, key: u32, q: usize) {
+        if !self.qt.is_quiet() {
+            self.qt.departed(key, q as u8, &mut self.cmds);
+            self.run_cmds();
+        }
+    }
+
+    /// The Aquarius QueueTable of the NIC.
+    pub fn queue_table(&self) -> &QueueTable {
+        &self.qt
+    }
+
+    fn run_cmds(&mut self) {
+        for c in self.cmds.drain(..) {
+            match c {
+                QueueCmd::Pause(q) if usize::from(q) < MAX_QUEUES => self.paused |= 1 << q,
+                QueueCmd::Resume(q) if usize::from(q) < MAX_QUEUES => self.paused &= !(1 << q),
+                _ => {}
+            }
+        }
     }
 
     /// The queue flow `key` holds, if any.
@@ -127,6 +178,7 @@ impl<T> NicQueues<T> {
         if let Some(q) = self.flows.remove(&key) {
             let l = &mut self.load[usize::from(q)];
             *l = l.saturating_sub(1);
+            self.qt.flow_out(usize::from(q));
         }
     }
 
@@ -176,6 +228,11 @@ impl<T> NicQueues<T> {
         self.serve(|_, q| q.pop_front())
     }
 
+    /// [`pop`](Self::pop), with the queue it came from.
+    pub fn pop_indexed(&mut self) -> Option<(usize, T)> {
+        self.serve(|i, q| q.pop_front().map(|x| (i, x)))
+    }
+
     /// Whether some queue is not paused and not empty.
     pub fn has_eligible(&self) -> bool {
         self.queues
@@ -186,6 +243,13 @@ impl<T> NicQueues<T> {
 
     /// Applies a signal from the switch.
     pub fn apply(&mut self, s: &Signal) {
+        self.apply_keyed(s, |_| None);
+    }
+
+    /// [`apply`](Self::apply) where `key_of` reads an item's flow key: a FlowPause then
+    /// counts the flow's frames still in its queue, which must leave before the reserved
+    /// queue runs (without it, one is assumed).
+    pub fn apply_keyed(&mut self, s: &Signal, key_of: impl Fn(&T) -> Option<u32>) {
         self.signals_rx += 1;
         match *s {
             Signal::Pause(q) => {
@@ -208,14 +272,50 @@ impl<T> NicQueues<T> {
                 };
                 self.paused = (self.paused & !m) | (bits & m);
             }
+            Signal::FlowPause { queue, fid } => {
+                self.pauses_rx += 1;
+                let home = self.flows.get(&fid).copied();
+                let empty = (0..self.queues.len())
+                    .filter(|&q| self.queues[q].is_empty() && self.load[q] == 0)
+                    .fold(0u128, |m, q| m | 1 << q)
+                    & !self.paused;
+                let named = queue.min((self.queues.len().max(1) - 1) as u8);
+                let pkts = home.map_or(0, |h| {
+                    let queued = self.queues[usize::from(h)]
+                        .iter()
+                        .filter(|x| key_of(x) == Some(fid))
+                        .count() as u32;
+                    let keyed = self.queues[usize::from(h)]
+                        .front()
+                        .is_some_and(|x| key_of(x).is_some());
+                    if keyed {
+                        queued.max(1)
+                    } else {
+                        1
+                    }
+                });
+                self.qt
+                    .on_pause(fid, named, home, pkts, empty, false, &mut self.cmds);
+                self.run_cmds();
+            }
+            Signal::FlowResume { fid, .. } => {
+                self.resumes_rx += 1;
+                self.qt.on_resume(fid, &mut self.cmds);
+                self.run_cmds();
+            }
         }
     }
 
     /// Applies a received Xoff signal frame; false if it is not one.
     pub fn on_signal(&mut self, frame: &[u8]) -> bool {
+        self.on_signal_keyed(frame, |_| None)
+    }
+
+    /// [`on_signal`](Self::on_signal) with [`apply_keyed`](Self::apply_keyed)'s `key_of`.
+    pub fn on_signal_keyed(&mut self, frame: &[u8], key_of: impl Fn(&T) -> Option<u32>) -> bool {
         match parse_signal(frame) {
             Some(s) => {
-                self.apply(&s);
+                self.apply_keyed(&s, key_of);
                 true
             }
             None => false,
@@ -288,5 +388,60 @@ mod tests {
         assert_eq!(n.paused, 0b100, "a bitmap leaves queues it does not cover");
         assert_eq!((n.signals_rx, n.pauses_rx, n.resumes_rx), (5, 2, 1));
         assert!(!n.on_signal(&[0u8; 60]));
+    }
+
+    /// Aquarius: the NIC holds exactly the paused flow. Alone in its queue: the queue is
+    /// paused. Sharing it: the flow's later frames go to a reserved queue, paused, while the
+    /// other flow of its queue continues; the reserved queue runs once the flow is resumed
+    /// and its earlier frames have left.
+    #[test]
+    fn per_flow_pause_holds_exactly_that_flow() {
+        let mut n: NicQueues<(u32, u32)> = NicQueues::new(4);
+        // Flows 7 and 8 share queue 0 (2 queues' worth of flows into a 4-queue NIC: 7 → 0,
+        // 9 → 1, 10 → 2, 11 → 3, then 8 → the least loaded from the rotating start, 0).
+        for k in [7, 9, 10, 11, 8] {
+            n.queue_of(k);
+        }
+        assert_eq!((n.assigned(7), n.assigned(8)), (Some(0), Some(0)));
+        n.release(10); // queue 2 free: the reserved queue's candidate
+        for (k, s) in [(7, 0), (8, 0), (7, 1), (9, 0)] {
+            let q = n.queue_of(k);
+            n.push(usize::from(q), (k, s));
+        }
+        // Flow 9 alone in queue 1: its queue is paused.
+        assert!(n.on_signal(&frame(Signal::FlowPause { queue: 1, fid: 9 })));
+        assert_eq!(n.paused, 0b10);
+        // Flow 7 shares queue 0 with flow 8: moved to queue 2, which is paused.
+        n.apply_keyed(&Signal::FlowPause { queue: 0, fid: 7 }, |x| Some(x.0));
+        assert_eq!(n.queue_table().rsv(), Some(2));
+        assert_eq!(n.paused, 0b110);
+        let q = n.queue_of(7);
+        assert_eq!(q, 2);
+        n.push(2, (7, 2));
+        let q8 = n.queue_of(8);
+        n.push(usize::from(q8), (8, 1));
+        assert_eq!(q8, 0, "the victim stays in its queue");
+        // Service: queue 0 runs (7's frames already there leave, then 8's); 2 and 1 wait.
+        let mut out = Vec::new();
+        while let Some((q, (k, s))) = n.pop_indexed() {
+            n.departed(k, q);
+            out.push((k, s));
+        }
+        assert_eq!(out, vec![(7, 0), (8, 0), (7, 1), (8, 1)]);
+        // Resumed before its two earlier frames left, the reserved queue would have waited;
+        // they have left, so it runs at once, and flow 9's queue too.
+        n.apply(&Signal::FlowResume { queue: 0, fid: 7 });
+        n.apply(&Signal::FlowResume { queue: 1, fid: 9 });
+        assert_eq!(n.paused, 0);
+        let (q, x) = n.pop_indexed().unwrap();
+        n.departed(x.0, q);
+        assert_eq!((q, x), (1, (9, 0)));
+        let (q, x) = n.pop_indexed().unwrap();
+        n.departed(x.0, q);
+        assert_eq!((q, x), (2, (7, 2)));
+        // Flow 7 has left the reserved queue: it is released, the flow maps home again.
+        assert_eq!(n.queue_table().rsv(), None);
+        assert_eq!(n.queue_of(7), 0);
+        assert_eq!((n.pauses_rx, n.resumes_rx), (2, 2));
     }
 }

@@ -22,6 +22,7 @@
 //! Adding a scheme: a decision module in `flowctl` (or `loadbal`), an adapter file here, one
 //! arm in [`Scheme`] (and in each `match` of this file), and its section of the statistics.
 
+pub mod aquarius;
 pub mod bfc;
 pub mod pfc;
 pub mod pyrrha;
@@ -106,6 +107,8 @@ pub enum SchemeError {
     Bfc(#[from] flowctl::BfcError),
     #[error("pyrrha: {0}")]
     Pyrrha(#[from] flowctl::PyrrhaError),
+    #[error("aquarius: {0}")]
+    Aquarius(#[from] flowctl::AquariusError),
 }
 
 /// One scheme of a switch.
@@ -117,12 +120,16 @@ pub enum Scheme {
     Bfc(Box<bfc::BfcScheme>),
     /// Pyrrha: congestion roots and isolation queues.
     Pyrrha(Box<pyrrha::PyrrhaScheme>),
+    /// Aquarius: contribution-aware pausing, opportunistic re-assigning.
+    Aquarius(Box<aquarius::AquariusScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
 /// Fields are in alphabetical order: the JSON reads as it did when it was a sorted map.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SchemeStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aquarius: Option<aquarius::AquariusStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
@@ -175,7 +182,7 @@ impl StatsSet {
 }
 
 /// The schemes of one pipe: the scheme that assigns data queues and keeps per-packet state
-/// (at most one, as an ASIC has one queue-assignment pipeline: BFC or Pyrrha), then PFC and its
+/// (at most one, as an ASIC has one queue-assignment pipeline: BFC, Pyrrha or Aquarius), then PFC and its
 /// watchdog beside it as the link-level fallback. Two slots rather than a `Vec`: the
 /// per-packet hooks go straight to the queue scheme without looping over the list (that loop
 /// cost ~100 instructions per packet, `bench/callgrind.sh`), and PFC, which has no
@@ -201,6 +208,7 @@ impl Scheme {
             Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
             Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
+            Scheme::Aquarius(a) => a.on_control(port, ethertype, frame, afc, now),
         }
     }
 
@@ -208,6 +216,7 @@ impl Scheme {
     fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
         match self {
             Scheme::Bfc(b) => b.on_ingress(mem, pkt),
+            Scheme::Aquarius(a) => a.on_ingress(mem, pkt),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
         }
     }
@@ -217,6 +226,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_parsed(pkt, meta),
             Scheme::Pyrrha(p) => p.on_parsed(pkt, meta),
+            Scheme::Aquarius(a) => a.on_parsed(pkt, meta),
             Scheme::Pfc(_) => {}
         }
     }
@@ -226,6 +236,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.select_queue(pkt, view, now),
             Scheme::Pyrrha(p) => p.select_queue(pkt, view, now),
+            Scheme::Aquarius(a) => a.select_queue(pkt, view, now),
             Scheme::Pfc(_) => {}
         }
     }
@@ -234,6 +245,7 @@ impl Scheme {
     fn on_drop(&mut self, pkt: &Pkt, now: u64) {
         match self {
             Scheme::Bfc(b) => b.on_drop(pkt, now),
+            Scheme::Aquarius(a) => a.on_drop(pkt, now),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
         }
     }
@@ -250,6 +262,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Pyrrha(p) => p.on_enqueue(pkt, queue, queue_bytes, view, now),
+            Scheme::Aquarius(a) => a.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Pfc(_) => {}
         }
     }
@@ -266,6 +279,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
             Scheme::Pyrrha(p) => p.on_dequeue(queue, queue_bytes, view, now),
+            Scheme::Aquarius(a) => a.on_dequeue(pkt, queue, view, now),
             Scheme::Pfc(_) => {}
         }
     }
@@ -281,6 +295,7 @@ impl Scheme {
     ) -> u32 {
         match self {
             Scheme::Bfc(b) => b.egress_rewrite(mem, pkt.frame, len, port, queue),
+            Scheme::Aquarius(a) => a.egress_rewrite(mem, pkt.frame, len, port, queue),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => len,
         }
     }
@@ -290,6 +305,7 @@ impl Scheme {
             Scheme::Pfc(p) => p.poll(events, now, out),
             Scheme::Bfc(b) => b.poll(now, out),
             Scheme::Pyrrha(p) => p.poll(out),
+            Scheme::Aquarius(a) => a.poll(out),
         }
     }
 
@@ -299,6 +315,7 @@ impl Scheme {
             Scheme::Pfc(p) => p.poll_due(now),
             Scheme::Bfc(b) => b.poll_due(now),
             Scheme::Pyrrha(p) => p.poll_due(),
+            Scheme::Aquarius(a) => a.poll_due(),
         }
     }
 
@@ -307,6 +324,24 @@ impl Scheme {
             Scheme::Pfc(p) => p.next_deadline(),
             Scheme::Bfc(b) => b.next_deadline(),
             Scheme::Pyrrha(_) => None,
+            Scheme::Aquarius(a) => a.next_deadline(),
+        }
+    }
+
+    /// Timed work beyond `poll` is due (the PFC watchdog, Aquarius's deferred queue commands).
+    fn timer_due(&self, now: u64) -> bool {
+        match self {
+            Scheme::Pfc(p) => p.watchdog_due(now),
+            Scheme::Aquarius(a) => a.timer_due(now),
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) => false,
+        }
+    }
+
+    fn on_timer(&mut self, now: u64, ports: &[(usize, u128, usize)], afc: &Afc) {
+        match self {
+            Scheme::Pfc(p) => p.watchdog_tick(now, ports, afc),
+            Scheme::Aquarius(a) => a.on_timer(now, afc),
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) => {}
         }
     }
 }
@@ -318,7 +353,10 @@ impl Schemes {
     pub fn new(spec: &SwitchSpec, shared: &Shared, first_pipe: bool) -> Result<Self, SchemeError> {
         let queues = match bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
             Some(b) => Some(Scheme::Bfc(Box::new(b))),
-            None => pyrrha::PyrrhaScheme::new(spec)?.map(|p| Scheme::Pyrrha(Box::new(p))),
+            None => match pyrrha::PyrrhaScheme::new(spec)? {
+                Some(p) => Some(Scheme::Pyrrha(Box::new(p))),
+                None => aquarius::AquariusScheme::new(spec)?.map(|a| Scheme::Aquarius(Box::new(a))),
+            },
         };
         let pfc = pfc::PfcScheme::new(spec, queues.is_some())?.map(|p| Scheme::Pfc(Box::new(p)));
         Ok(Schemes { queues, pfc })
@@ -485,17 +523,14 @@ impl Schemes {
 
     /// Whether a scheme has timed work at `now` beyond `poll` (the PFC watchdog).
     pub fn timer_due(&self, now: u64) -> bool {
-        match &self.pfc {
-            Some(Scheme::Pfc(p)) => p.watchdog_due(now),
-            _ => false,
-        }
+        self.each().any(|s| s.timer_due(now))
     }
 
     /// Timed work over the queues of the ports this pipe owns (`ports`: port, non-empty
     /// bitmap, number of data queues).
     pub fn on_timer(&mut self, now: u64, ports: &[(usize, u128, usize)], afc: &Afc) {
-        if let Some(Scheme::Pfc(p)) = &mut self.pfc {
-            p.watchdog_tick(now, ports, afc);
+        for s in self.each_mut() {
+            s.on_timer(now, ports, afc);
         }
     }
 
@@ -508,7 +543,13 @@ impl Schemes {
             Some(Scheme::Pyrrha(p)) => Some(p.pyrrha.stats().clone()),
             _ => None,
         };
-        (pfc.is_some() || bfc.is_some() || pyrrha.is_some()).then_some(SchemeStats {
+        let aquarius = match &self.queues {
+            Some(Scheme::Aquarius(a)) => Some(a.stats()),
+            _ => None,
+        };
+        let any = pfc.is_some() || bfc.is_some() || pyrrha.is_some() || aquarius.is_some();
+        any.then_some(SchemeStats {
+            aquarius,
             bfc,
             pfc,
             pyrrha,

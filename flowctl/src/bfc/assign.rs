@@ -231,6 +231,14 @@ impl<X> FlowTable<X> {
         self.entries.get(slot as usize)
     }
 
+    /// The slot of flow `fid` in `egress`'s table (Aquarius: the entry a received
+    /// PAUSE(queue, FID) names, looked up without placing a packet).
+    #[inline]
+    pub fn slot_of(&self, egress: usize, fid: u32) -> u32 {
+        let p = &self.ports[egress];
+        (p.off + fid as usize % p.len) as u32
+    }
+
     /// The scheme's state in the entry at `slot`.
     pub fn extra_mut(&mut self, slot: u32) -> Option<&mut X> {
         self.entries.get_mut(slot as usize).map(|e| &mut e.extra)

@@ -182,6 +182,8 @@ pub(super) fn apply(
                 }
             }
         }
+        // Aquarius's per-flow signals are not BFC's.
+        Signal::FlowPause { .. } | Signal::FlowResume { .. } => {}
     }
     n
 }

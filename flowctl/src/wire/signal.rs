@@ -20,6 +20,13 @@
 //!                                                                        -> 34 bytes
 //!        0x20-0x2F    Pyrrha PAUSE / RESUME / MERGE (root ids, hops):
 //!                     `crate::pyrrha::wire`
+//!
+//! Aquarius (type codes 0x10-0x1F, `crate::aquarius`):
+//!        0x10 FLOW PAUSE   16 queue (u16): the upstream queue the flow's packets left from
+//!                          18 reserved (u16, 0)
+//!                          20 FID (u32): the flow's 32-bit FID hash (`bfc::fid_hash`)
+//!                                                                        -> 24 bytes
+//!        0x11 FLOW RESUME  same fields                                   -> 24 bytes
 //! ```
 //!
 //! All fields are big endian. The queue is the one the receiver of the frame (the upstream
@@ -44,6 +51,10 @@ pub const TYPE_PAUSE: u8 = 0x01;
 pub const TYPE_RESUME: u8 = 0x02;
 /// Signal type: pause-bitmap refresh.
 pub const TYPE_BITMAP: u8 = 0x03;
+/// Signal type: Aquarius PAUSE(queue, FID) (§3.3).
+pub const TYPE_FLOW_PAUSE: u8 = 0x10;
+/// Signal type: Aquarius RESUME(queue, FID) (Alg. 2).
+pub const TYPE_FLOW_RESUME: u8 = 0x11;
 /// Default destination: nearest-bridge group address (link-local, never forwarded).
 pub const DST_SIGNAL: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x0E];
 /// Ethernet minimum frame length without the FCS; emitted frames are padded to it.
@@ -63,6 +74,8 @@ mod field {
     pub const RESERVED: Field = 18..20;
     pub const COUNT: Field = 16..18;
     pub const BITMAP: Field = 18..34;
+    pub const FID: Field = 20..24;
+    pub const FID_END: usize = FID.end;
     pub const QUEUE_END: usize = RESERVED.end;
     pub const BITMAP_END: usize = BITMAP.end;
 }
@@ -104,6 +117,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
         let need = match self.signal_type() {
             TYPE_PAUSE | TYPE_RESUME => field::QUEUE_END,
             TYPE_BITMAP => field::BITMAP_END,
+            TYPE_FLOW_PAUSE | TYPE_FLOW_RESUME => field::FID_END,
             _ => field::TYPE + 1,
         };
         if len < need {
@@ -152,6 +166,12 @@ impl<T: AsRef<[u8]>> Frame<T> {
         read_u16(self.buffer.as_ref(), field::QUEUE)
     }
 
+    /// FLOW PAUSE/RESUME: the FID hash.
+    pub fn fid(&self) -> u32 {
+        let b = &self.buffer.as_ref()[field::FID];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
     /// BITMAP: number of queues covered.
     pub fn count(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::COUNT)
@@ -197,6 +217,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         write_u16(self.buffer.as_mut(), field::RESERVED, 0);
     }
 
+    /// Set the FID of a FLOW PAUSE/RESUME.
+    pub fn set_fid(&mut self, fid: u32) {
+        self.buffer.as_mut()[field::FID].copy_from_slice(&fid.to_be_bytes());
+    }
+
     /// Set the queue count of a BITMAP.
     pub fn set_count(&mut self, n: u16) {
         write_u16(self.buffer.as_mut(), field::COUNT, n);
@@ -234,6 +259,10 @@ pub enum Signal {
         /// Bit q = queue q paused.
         bits: u128,
     },
+    /// Aquarius: pause flow `fid`, which the receiver sent from its queue `queue`.
+    FlowPause { queue: u8, fid: u32 },
+    /// Aquarius: resume flow `fid`.
+    FlowResume { queue: u8, fid: u32 },
 }
 
 /// High-level representation of an Xoff signal frame.
@@ -268,6 +297,18 @@ impl SignalRepr {
                     Signal::Pause(q as u8)
                 } else {
                     Signal::Resume(q as u8)
+                }
+            }
+            TYPE_FLOW_PAUSE | TYPE_FLOW_RESUME => {
+                let q = frame.queue();
+                if q >= BITMAP_QUEUES as u16 {
+                    return Err(Error::BadVector);
+                }
+                let (queue, fid) = (q as u8, frame.fid());
+                if frame.signal_type() == TYPE_FLOW_PAUSE {
+                    Signal::FlowPause { queue, fid }
+                } else {
+                    Signal::FlowResume { queue, fid }
                 }
             }
             TYPE_BITMAP => {
@@ -321,6 +362,17 @@ impl SignalRepr {
                 frame.set_count(u16::from(count));
                 frame.set_bitmap(bits);
                 frame.zero_from(field::BITMAP_END);
+            }
+            Signal::FlowPause { queue, fid } | Signal::FlowResume { queue, fid } => {
+                let t = if matches!(self.signal, Signal::FlowPause { .. }) {
+                    TYPE_FLOW_PAUSE
+                } else {
+                    TYPE_FLOW_RESUME
+                };
+                frame.set_signal_type(t);
+                frame.set_queue(u16::from(queue));
+                frame.set_fid(fid);
+                frame.zero_from(field::FID_END);
             }
         }
     }
@@ -431,6 +483,58 @@ mod tests {
         );
     }
 
+    /// Aquarius FLOW PAUSE of flow 0xDEADBEEF, sent from the upstream's queue 3.
+    static FLOW_PAUSE_BYTES: [u8; 60] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, // dst
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, // src
+        0x88, 0xb5, // Xoff signal
+        0x01, // version
+        0x10, // FLOW PAUSE
+        0x00, 0x03, // queue 3
+        0x00, 0x00, // reserved
+        0xde, 0xad, 0xbe, 0xef, // FID
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // padding
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn flow_pause_resume_bytes() {
+        let f = Frame::new_checked(&FLOW_PAUSE_BYTES[..]).unwrap();
+        assert_eq!(f.fid(), 0xDEAD_BEEF);
+        let r = SignalRepr::parse(&f).unwrap();
+        assert_eq!(
+            r.signal,
+            Signal::FlowPause {
+                queue: 3,
+                fid: 0xDEAD_BEEF
+            }
+        );
+        let mut buf = [0x55u8; 60];
+        r.emit_into(&mut buf);
+        assert_eq!(buf, FLOW_PAUSE_BYTES);
+        let mut res = FLOW_PAUSE_BYTES;
+        res[15] = TYPE_FLOW_RESUME;
+        let f = Frame::new_checked(&res[..24]).unwrap();
+        assert_eq!(
+            SignalRepr::parse(&f).unwrap().signal,
+            Signal::FlowResume {
+                queue: 3,
+                fid: 0xDEAD_BEEF
+            }
+        );
+        // The FID is required; a queue above 127 is refused.
+        assert_eq!(
+            SignalRepr::parse(&Frame::new_unchecked(&FLOW_PAUSE_BYTES[..23])),
+            Err(Error::Truncated)
+        );
+        let mut b = FLOW_PAUSE_BYTES;
+        b[16] = 1;
+        assert_eq!(
+            SignalRepr::parse(&Frame::new_unchecked(&b[..])),
+            Err(Error::BadVector)
+        );
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
@@ -438,10 +542,12 @@ mod tests {
         }
 
         #[test]
-        fn roundtrip(kind in 0u8..3, q in 0u8..128, count in 0u8..=128, bits in any::<u128>()) {
+        fn roundtrip(kind in 0u8..5, q in 0u8..128, count in 0u8..=128, bits in any::<u128>()) {
             let signal = match kind {
                 0 => Signal::Pause(q),
                 1 => Signal::Resume(q),
+                3 => Signal::FlowPause { queue: q, fid: bits as u32 },
+                4 => Signal::FlowResume { queue: q, fid: (bits >> 32) as u32 },
                 _ => {
                     let mask = if count == 128 { u128::MAX } else { (1u128 << count) - 1 };
                     Signal::Bitmap { count, bits: bits & mask }

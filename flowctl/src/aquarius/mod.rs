@@ -1,0 +1,541 @@
+//! Aquarius (Li, Zeng, Hu, Chen, "Scaling Switch-driven Flow Control with Aquarius", APNet '23,
+//! §3): per-hop flow control that controls the flows *within* a queue independently, so a
+//! few queues per port (8) isolate flows as well as BFC with many (32).
+//!
+//! * **Dynamic flow mapping (§3.1, Alg. 1 lines 2–6).** BFC's flow table
+//!   ([`crate::bfc::FlowTable`], indexed by ⟨egress port, hash(FID)⟩) with entries
+//!   {mappedQ, size, pauseNum}: a flow with no packet in the switch (size 0) takes an empty
+//!   queue, else the least occupied one; a flow with packets keeps its queue. No sticky time.
+//!   The reserved queue `rsvQ` of the port (below) is never mapped to.
+//! * **Contribution-aware pausing (§3.2, Alg. 1 lines 7–16).** On enqueue into a queue of
+//!   length `L` (bytes, this packet included): `L > Q_high` marks the packet; else if
+//!   `L > Q_low` and `T_avg < T_min`, the packet is marked only if its flow's buffered bytes
+//!   exceed `Occu_fair = ⌈L ≫ ⌈log2 N⌉⌉` (eq. 1; `N` the queue's active flows, so `N` not a
+//!   power of two rounds the share down and the flow is not under-regulated). A mark adds
+//!   one to the flow's `pauseNum`; 0→1 sends PAUSE(upstreamQ, FID) to the ingress peer.
+//!   `Q_low = HRTT·μ/NQ_active`, `Q_high = 3·HRTT·μ/NQ_active`, `T_min = MTU·NQ_active/μ`
+//!   (precomputed per `NQ_active` as the paper's match-action table; `NQ_active` is taken as
+//!   BFC's `N_active`, the port's non-empty unpaused queues, min 1). `T_avg = α·T +
+//!   (1−α)·T_avg` over the packet inter-arrival time `T` of the queue, updated on *every*
+//!   arrival (Alg. 1 prints the update inside the `T_avg < T_min` branch, where it could
+//!   never rise again once below: read as an indentation slip). The first sample seeds the
+//!   average and `T` is capped at one HRTT (an idle gap); α is not given (default 1/8).
+//! * **Dequeue (Alg. 2).** A marked packet leaving takes one off `pauseNum`; 1→0 sends
+//!   RESUME(upstreamQ, FID). (The algorithm names `packet.q`; the upstream acts on its own
+//!   queue, the one the data shim carried, as for the PAUSE.)
+//! * **Opportunistic re-assigning (§3.3)** on PAUSE/RESUME received: [`upstream`].
+//!
+//! Units: bytes for `L`, the flow's size against `Occu_fair` and the thresholds (Alg. 1
+//! counts packets for `size`; bytes keep one unit across mixed frame sizes). Pure: the caller
+//! passes time (ps) and queue views and applies the returned frames and queue commands.
+
+#[cfg(test)]
+mod tests;
+pub mod upstream;
+
+pub use upstream::{PauseAction, QueueCmd, QueueTable, UpstreamStats};
+
+use crate::bfc::assign::TableError;
+use crate::bfc::{default_hrtt_ps, threshold_bytes, BfcPort, FlowTable, NO_SLOT, NO_UPQ};
+use crate::wire::signal::{Signal, SignalRepr, DST_SIGNAL};
+use serde::{Deserialize, Serialize};
+
+/// Parameters of Aquarius on one switch (times in ps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AquariusConfig {
+    /// Flow-table entries per egress port, as a multiple of its queues (BFC's 100).
+    pub table_factor: usize,
+    /// One-hop RTT; default the largest [`default_hrtt_ps`] over the ports.
+    pub hrtt_ps: Option<u64>,
+    /// EWMA gain α of `T_avg` (the paper gives none; 1/8 as TCP's SRTT).
+    pub alpha: f64,
+}
+
+impl Default for AquariusConfig {
+    fn default() -> Self {
+        AquariusConfig {
+            table_factor: 100,
+            hrtt_ps: None,
+            alpha: 0.125,
+        }
+    }
+}
+
+/// Invalid Aquarius parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AquariusError {
+    #[error("port {0}: {1} queues, Aquarius supports 1..=128")]
+    Queues(usize, usize),
+    #[error("table_factor must be 1..=100000")]
+    TableFactor,
+    #[error("alpha must be in (0, 1], got {0}")]
+    Alpha(f64),
+}
+
+/// `Occu_fair = ⌈L ≫ ⌈log2 N⌉⌉` (eq. 1): `L` bytes shared by `N` active flows (`N` 0 as 1).
+#[inline]
+pub fn occu_fair(l: u64, n: u32) -> u64 {
+    let k = n.max(1).next_power_of_two().trailing_zeros();
+    l.div_ceil(1u64 << k)
+}
+
+/// `T_min = MTU·NQ_active/μ` in ps.
+pub fn t_min_ps(mtu_bytes: u32, rate_bps: u64, nq_active: u32) -> u64 {
+    if rate_bps == 0 {
+        return 0;
+    }
+    let bits = u128::from(mtu_bytes) * 8 * u128::from(nq_active.max(1));
+    (bits * 1_000_000_000_000 / u128::from(rate_bps)) as u64
+}
+
+/// Per-flow state in the flow-table entry: Alg. 1's `pauseNum`, and the bytes the flow has
+/// buffered (its size against `Occu_fair`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowState {
+    pub pause_num: u32,
+    pub bytes: u32,
+}
+
+/// Why a packet was marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// `L > Q_high`: every flow of the queue.
+    QHigh,
+    /// `Q_low < L`, `T_avg < T_min` and the flow above `Occu_fair`.
+    Contribution,
+}
+
+/// Counters of one port (egress side: marks, signals sent for flows entering on it are
+/// counted on the ingress port; upstream side in [`UpstreamStats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub marked_qhigh: u64,
+    pub marked_contribution: u64,
+    /// PAUSEs sent on this port, by the reason of the mark that raised them.
+    pub pauses_sent_qhigh: u64,
+    pub pauses_sent_contribution: u64,
+    pub resumes_sent: u64,
+    pub assignments: u64,
+    pub table_collisions: u64,
+    /// Flows with packets in the port's queues now / at most.
+    pub active_flows: u64,
+    pub active_flows_max: u64,
+    /// Bytes in `rsvQ` now / at most.
+    pub rsv_bytes: u64,
+    pub rsv_bytes_max: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Port {
+    /// By `NQ_active` 0..=queues (0 as 1).
+    q_low: Vec<u64>,
+    q_high: Vec<u64>,
+    t_min: Vec<u64>,
+    /// Per queue: `T_avg`, last arrival, bytes queued.
+    t_avg: Vec<u64>,
+    last: Vec<u64>,
+    bytes: Vec<u64>,
+    qt: QueueTable,
+    /// Queues dynamic mapping may use ([`Aquarius::limit_mapping`]).
+    map: u128,
+    src: [u8; 6],
+    dst: [u8; 6],
+    stats: PortStats,
+}
+
+/// Where [`Aquarius::assign`] put a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assigned {
+    pub queue: u8,
+    pub slot: u32,
+}
+
+/// `T_avg` before the first inter-arrival sample (which then seeds the average).
+const T_IDLE: u64 = u32::MAX as u64;
+
+/// Aquarius on one pipe of a switch (or on a device's egress ports).
+#[derive(Debug)]
+pub struct Aquarius {
+    cfg: AquariusConfig,
+    table: FlowTable<FlowState>,
+    ports: Vec<Port>,
+    hrtt_ps: u64,
+    /// α in 1/65536.
+    alpha16: u64,
+}
+
+impl Aquarius {
+    pub fn new(cfg: AquariusConfig, ports: &[BfcPort]) -> Result<Self, AquariusError> {
+        if !(cfg.alpha > 0.0 && cfg.alpha <= 1.0) {
+            return Err(AquariusError::Alpha(cfg.alpha));
+        }
+        let queues: Vec<usize> = ports.iter().map(|p| p.queues).collect();
+        let table = FlowTable::new(&queues, cfg.table_factor, None).map_err(|e| match e {
+            TableError::Queues(i, n) => AquariusError::Queues(i, n),
+            TableError::Factor => AquariusError::TableFactor,
+        })?;
+        let hrtt_ps = cfg
+            .hrtt_ps
+            .unwrap_or_else(|| ports.iter().map(default_hrtt_ps).max().unwrap_or(0));
+        let ports = ports
+            .iter()
+            .map(|p| {
+                let n = 0..=p.queues as u32;
+                Port {
+                    q_low: n
+                        .clone()
+                        .map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k))
+                        .collect(),
+                    q_high: n
+                        .clone()
+                        .map(|k| 3 * threshold_bytes(hrtt_ps, p.rate_bps, k))
+                        .collect(),
+                    t_min: n.map(|k| t_min_ps(p.mtu_frame, p.rate_bps, k)).collect(),
+                    t_avg: vec![T_IDLE; p.queues],
+                    last: vec![u64::MAX; p.queues],
+                    bytes: vec![0; p.queues],
+                    qt: QueueTable::new(p.queues),
+                    map: if p.queues >= 128 {
+                        u128::MAX
+                    } else {
+                        (1u128 << p.queues) - 1
+                    },
+                    src: p.mac,
+                    dst: p.peer_mac.unwrap_or(DST_SIGNAL),
+                    stats: PortStats::default(),
+                }
+            })
+            .collect();
+        Ok(Aquarius {
+            alpha16: ((cfg.alpha * 65536.0).round() as u64).clamp(1, 65536),
+            cfg,
+            table,
+            ports,
+            hrtt_ps,
+        })
+    }
+
+    pub fn config(&self) -> &AquariusConfig {
+        &self.cfg
+    }
+
+    /// Forced placement for experiments: dynamic mapping on `port` uses only its first `n`
+    /// queues (`rsvQ` may still be any empty queue). `n` 0 or above the port's queues: all.
+    pub fn limit_mapping(&mut self, port: usize, n: usize) {
+        let p = &mut self.ports[port];
+        let queues = p.bytes.len();
+        if (1..queues).contains(&n) {
+            p.map = (1u128 << n) - 1;
+        }
+    }
+
+    /// The one-hop RTT in use (ps).
+    pub fn hrtt_ps(&self) -> u64 {
+        self.hrtt_ps
+    }
+
+    /// `Q_low` of `egress` with `nq` active queues (bytes).
+    pub fn q_low(&self, egress: usize, nq: u32) -> u64 {
+        let p = &self.ports[egress];
+        p.q_low[(nq.max(1) as usize).min(p.q_low.len() - 1)]
+    }
+
+    /// `Q_high` of `egress` with `nq` active queues (bytes).
+    pub fn q_high(&self, egress: usize, nq: u32) -> u64 {
+        let p = &self.ports[egress];
+        p.q_high[(nq.max(1) as usize).min(p.q_high.len() - 1)]
+    }
+
+    /// `T_min` of `egress` with `nq` active queues (ps).
+    pub fn t_min(&self, egress: usize, nq: u32) -> u64 {
+        let p = &self.ports[egress];
+        p.t_min[(nq.max(1) as usize).min(p.t_min.len() - 1)]
+    }
+
+    /// `T_avg` of a queue (ps).
+    pub fn t_avg(&self, egress: usize, queue: usize) -> u64 {
+        self.ports[egress].t_avg[queue]
+    }
+
+    /// The flow state in `slot`.
+    pub fn flow(&self, slot: u32) -> Option<(u8, u32, FlowState)> {
+        self.table.entry(slot).map(|e| (e.queue, e.size, e.extra))
+    }
+
+    /// The upstream side (QueueTable) of `port`.
+    pub fn queue_table(&self, port: usize) -> &QueueTable {
+        &self.ports[port].qt
+    }
+
+    /// Counters of `port`.
+    pub fn port_stats(&self, port: usize) -> &PortStats {
+        &self.ports[port].stats
+    }
+
+    /// Ports.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Active flows of `queue` (Alg. 1's `N`): flows mapped there and not moved to `rsvQ`,
+    /// or the held flows if it is `rsvQ`.
+    #[inline]
+    fn active_flows(p: &Port, queue: usize) -> u32 {
+        p.qt.active(queue)
+    }
+
+    /// Alg. 1 lines 2–6 for a packet of `fid` to `egress`: its flow's queue (an empty one
+    /// for a new flow, unpaused first, else the least occupied, never `rsvQ`), or `rsvQ` if
+    /// the downstream paused the flow here (§3.3; a move may resume `rsvQ`: `cmds`).
+    #[inline]
+    pub fn assign(
+        &mut self,
+        egress: usize,
+        fid: u32,
+        nonempty: u128,
+        paused: u128,
+        now: u64,
+        cmds: &mut Vec<QueueCmd>,
+    ) -> Assigned {
+        let p = &mut self.ports[egress];
+        let rsv = p.qt.rsv_mask();
+        // Never mapped to: rsvQ, and queues outside a forced placement.
+        let off = rsv | !p.map;
+        let (bytes, qt) = (&p.bytes, &p.qt);
+        let placed = self.table.place(egress, fid, now, |pick| {
+            // A flow held by pausing its own queue goes back there (§3.3: it is paused).
+            if let Some(h) = qt.paused_home(fid) {
+                return usize::from(h);
+            }
+            pick.empty(nonempty | off, paused).unwrap_or_else(|| {
+                pick.least_occupied(|q| {
+                    if off & (1 << q) != 0 {
+                        u64::MAX
+                    } else {
+                        // Unpaused queues first (a new flow should not inherit a pause).
+                        bytes[q] | (u64::from(paused & (1 << q) != 0) << 62)
+                    }
+                })
+            })
+        });
+        if placed.fresh {
+            p.qt.flow_in(usize::from(placed.queue));
+            p.stats.assignments += 1;
+            p.stats.active_flows += 1;
+            p.stats.active_flows_max = p.stats.active_flows_max.max(p.stats.active_flows);
+            if let Some(x) = self.table.extra_mut(placed.slot) {
+                *x = FlowState::default();
+            }
+        } else if placed.index_collision {
+            p.stats.table_collisions += 1;
+        }
+        let queue = p.qt.steer(fid, cmds).unwrap_or(placed.queue);
+        Assigned {
+            queue,
+            slot: placed.slot,
+        }
+    }
+
+    /// Undoes [`assign`](Self::assign) for a packet of `fid` that was not queued in `queue`.
+    pub fn unassign(&mut self, egress: usize, slot: u32, fid: u32, queue: u8, now: u64) {
+        if slot == NO_SLOT {
+            return;
+        }
+        self.table.unplace(slot, now);
+        let p = &mut self.ports[egress];
+        if let Some(e) = self.table.entry(slot) {
+            if e.size == 0 {
+                p.qt.flow_out(usize::from(e.queue));
+                p.stats.active_flows = p.stats.active_flows.saturating_sub(1);
+            }
+        }
+        if p.qt.rsv() == Some(queue) {
+            p.qt.unsteer(fid);
+        }
+    }
+
+    /// Alg. 1 lines 7–16: a packet of `len` bytes (flow `fid` in `slot`, from `in_port`
+    /// carrying `upq`) entered `queue` of `egress`, which held `queue_bytes` before it, with
+    /// `nq_active` active queues. Returns its mark and the PAUSE to send on 0→1.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_enqueue(
+        &mut self,
+        in_port: usize,
+        upq: u8,
+        egress: usize,
+        queue: usize,
+        slot: u32,
+        fid: u32,
+        len: u32,
+        queue_bytes: u64,
+        nq_active: u32,
+        now: u64,
+    ) -> (Option<Mark>, Option<(usize, SignalRepr)>) {
+        let p = &mut self.ports[egress];
+        p.bytes[queue] += u64::from(len);
+        if p.qt.rsv() == Some(queue as u8) {
+            p.stats.rsv_bytes += u64::from(len);
+            p.stats.rsv_bytes_max = p.stats.rsv_bytes_max.max(p.stats.rsv_bytes);
+        }
+        let n_flows = Self::active_flows(p, queue);
+        let Some(flow) = self.table.extra_mut(slot) else {
+            return (None, None);
+        };
+        flow.bytes = flow.bytes.saturating_add(len);
+        let l = queue_bytes + u64::from(len);
+        let nq = (nq_active.max(1) as usize).min(p.q_low.len() - 1);
+        let mark = if l > p.q_high[nq] {
+            Some(Mark::QHigh)
+        } else if l > p.q_low[nq]
+            && p.t_avg[queue] < p.t_min[nq]
+            && u64::from(flow.bytes) > occu_fair(l, n_flows)
+        {
+            Some(Mark::Contribution)
+        } else {
+            None
+        };
+        // Line 14: T_avg = α·T + (1−α)·T_avg, on every arrival (see the module doc).
+        let last = p.last[queue];
+        if last != u64::MAX {
+            // A gap longer than an HRTT only says "idle": capped there, so one idle period
+            // does not hide the next burst for hundreds of packets.
+            let t = now.saturating_sub(last).min(self.hrtt_ps.max(1));
+            p.t_avg[queue] = if p.t_avg[queue] == T_IDLE {
+                t
+            } else {
+                (self.alpha16 * t + (65536 - self.alpha16) * p.t_avg[queue]) >> 16
+            };
+        }
+        p.last[queue] = now;
+        let Some(m) = mark else {
+            return (None, None);
+        };
+        match m {
+            Mark::QHigh => p.stats.marked_qhigh += 1,
+            Mark::Contribution => p.stats.marked_contribution += 1,
+        }
+        flow.pause_num += 1;
+        if flow.pause_num != 1 || upq == NO_UPQ || in_port >= self.ports.len() {
+            return (Some(m), None);
+        }
+        let ip = &mut self.ports[in_port];
+        match m {
+            Mark::QHigh => ip.stats.pauses_sent_qhigh += 1,
+            Mark::Contribution => ip.stats.pauses_sent_contribution += 1,
+        }
+        let sig = SignalRepr {
+            dst_addr: ip.dst,
+            src_addr: ip.src,
+            signal: Signal::FlowPause { queue: upq, fid },
+        };
+        (Some(m), Some((in_port, sig)))
+    }
+
+    /// Alg. 2: a packet (flow `fid` in `slot`, `len` bytes, `marked` at enqueue) left
+    /// `queue` of `egress`. Returns the RESUME to send on `pauseNum` 1→0; the upstream side
+    /// of `egress` may resume or release `rsvQ` (`cmds`).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_dequeue(
+        &mut self,
+        egress: usize,
+        queue: usize,
+        slot: u32,
+        fid: u32,
+        len: u32,
+        marked: bool,
+        in_port: usize,
+        upq: u8,
+        now: u64,
+        cmds: &mut Vec<QueueCmd>,
+    ) -> Option<(usize, SignalRepr)> {
+        let p = &mut self.ports[egress];
+        p.bytes[queue] = p.bytes[queue].saturating_sub(u64::from(len));
+        if p.qt.rsv() == Some(queue as u8) {
+            p.stats.rsv_bytes = p.stats.rsv_bytes.saturating_sub(u64::from(len));
+        }
+        if slot == NO_SLOT {
+            return None;
+        }
+        self.table.depart(egress, slot, now);
+        p.qt.departed(fid, queue as u8, cmds);
+        if p.qt.rsv().is_none() {
+            p.stats.rsv_bytes = 0;
+        }
+        let (size, home) = self.table.entry(slot).map_or((1, 0), |e| (e.size, e.queue));
+        if size == 0 {
+            p.qt.flow_out(usize::from(home));
+            p.stats.active_flows = p.stats.active_flows.saturating_sub(1);
+        }
+        let flow = self.table.extra_mut(slot)?;
+        flow.bytes = flow.bytes.saturating_sub(len);
+        if !marked || flow.pause_num == 0 {
+            return None;
+        }
+        flow.pause_num -= 1;
+        if flow.pause_num != 0 || upq == NO_UPQ || in_port >= self.ports.len() {
+            return None;
+        }
+        let ip = &mut self.ports[in_port];
+        ip.stats.resumes_sent += 1;
+        Some((
+            in_port,
+            SignalRepr {
+                dst_addr: ip.dst,
+                src_addr: ip.src,
+                signal: Signal::FlowResume { queue: upq, fid },
+            },
+        ))
+    }
+
+    /// §3.3: a PAUSE/RESUME(queue, FID) received on `port` (from its downstream) acts on
+    /// `port`'s egress queues; `paused` is the port's paused-queue bitmap (a `rsvQ` is taken
+    /// from queues that are empty, unpaused and hold no flow). Returns false for signals
+    /// that are not Aquarius's.
+    pub fn on_signal(
+        &mut self,
+        port: usize,
+        signal: &Signal,
+        paused: u128,
+        cmds: &mut Vec<QueueCmd>,
+    ) -> bool {
+        let Some(p) = self.ports.get(port) else {
+            return false;
+        };
+        match *signal {
+            Signal::FlowPause { queue, fid } => {
+                let slot = self.table.slot_of(port, fid);
+                let (home, pkts) = match self.table.entry(slot) {
+                    Some(e) if e.size > 0 && e.fid == fid => (Some(e.queue), e.size),
+                    _ => (None, 0),
+                };
+                let mut empty = 0u128;
+                for (q, &b) in p.bytes.iter().enumerate() {
+                    if b == 0 && p.qt.flows(q) == 0 && paused & (1 << q) == 0 {
+                        empty |= 1 << q;
+                    }
+                }
+                let p = &mut self.ports[port];
+                let queue = queue.min((p.bytes.len() - 1) as u8);
+                // A queue of a forced placement is shared by construction: every later flow
+                // is mapped to it, so a flow alone there for now is treated as sharing it.
+                let all = if p.bytes.len() >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << p.bytes.len()) - 1
+                };
+                let h = home.unwrap_or(queue);
+                let forced = p.map != all && p.map & (1 << h) != 0;
+                p.qt.on_pause(fid, queue, home, pkts, empty, forced, cmds);
+                true
+            }
+            Signal::FlowResume { fid, .. } => {
+                self.ports[port].qt.on_resume(fid, cmds);
+                true
+            }
+            _ => false,
+        }
+    }
+}
