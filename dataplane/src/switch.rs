@@ -145,7 +145,10 @@ impl Switch {
         let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
         let schemes = Schemes::new(spec, &shared.schemes, me == 0)?;
         Ok(Switch {
-            policy: loadbal::PathPolicy::ecmp(spec.seed),
+            policy: match spec.lb {
+                crate::config::LoadBalancer::Ecmp => loadbal::PathPolicy::ecmp(spec.seed),
+                crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
+            },
             schemes,
             owner,
             me,

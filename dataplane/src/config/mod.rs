@@ -165,7 +165,25 @@ pub struct SwitchConfig {
     pub scheme: Scheme,
     /// BFC parameters (`[switch.bfc]`; used when `scheme` is a BFC variant).
     pub bfc: Option<BfcSettings>,
+    // --- issue 18 (branch proteus): load balancing ---
+    /// Path policy among equal-cost next hops: `ecmp` (default) or `drill`.
+    #[serde(default)]
+    pub lb: LoadBalancer,
+    // --- end issue 18 ---
 }
+
+// --- issue 18 (branch proteus): load balancing ---
+/// `lb = "..."` of a switch: how it picks among equal-cost next hops (`loadbal::PathPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalancer {
+    /// Seeded CRC32 of the 5-tuple (`loadbal::ecmp`).
+    #[default]
+    Ecmp,
+    /// DRILL(2, 1), per packet (`loadbal::drill`).
+    Drill,
+}
+// --- end issue 18 ---
 
 /// Queue assignment / per-hop flow-control scheme of a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

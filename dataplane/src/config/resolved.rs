@@ -457,6 +457,7 @@ impl Ctx<'_> {
             pfc: s.pfc.clone(),
             watchdog: s.watchdog,
             bfc,
+            lb: s.lb,
         })
     }
 

@@ -60,4 +60,6 @@ pub struct SwitchSpec {
     pub watchdog: Option<flowctl::WatchdogConfig>,
     /// BFC (`scheme = "bfc"` and variants).
     pub bfc: Option<BfcSpec>,
+    /// Path policy among equal-cost next hops (issue 18).
+    pub lb: super::LoadBalancer,
 }
