@@ -9,6 +9,7 @@
 pub mod drill;
 pub mod ecmp;
 pub mod policy;
+pub mod proteus;
 
 pub use drill::Drill;
 pub use ecmp::{ecmp_hash, ecmp_pick, FiveTuple};
