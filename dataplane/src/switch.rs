@@ -146,7 +146,9 @@ impl Switch {
         let schemes = Schemes::new(spec, &shared.schemes, me == 0)?;
         Ok(Switch {
             policy: match spec.lb {
-                crate::config::LoadBalancer::Ecmp => loadbal::PathPolicy::ecmp(spec.seed),
+                crate::config::LoadBalancer::Ecmp | crate::config::LoadBalancer::Proteus => {
+                    loadbal::PathPolicy::ecmp(spec.seed)
+                }
                 crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
             },
             schemes,

@@ -76,6 +76,7 @@ fn bfc_pauses_one_queue_pfc_pauses_the_priority() {
         .map(|s| match s {
             Scheme::Bfc(_) => "bfc",
             Scheme::Pfc(_) => "pfc",
+            Scheme::Proteus(_) => "proteus",
         })
         .collect();
     assert_eq!(kinds, ["bfc", "pfc"]);

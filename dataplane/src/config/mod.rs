@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+pub mod paths;
 pub mod resolved;
 pub mod sim;
 pub mod spec;
@@ -166,7 +167,7 @@ pub struct SwitchConfig {
     /// BFC parameters (`[switch.bfc]`; used when `scheme` is a BFC variant).
     pub bfc: Option<BfcSettings>,
     // --- issue 18 (branch proteus): load balancing ---
-    /// Path policy among equal-cost next hops: `ecmp` (default) or `drill`.
+    /// Path policy among equal-cost next hops: `ecmp` (default), `drill` or `proteus`.
     #[serde(default)]
     pub lb: LoadBalancer,
     // --- end issue 18 ---
@@ -182,6 +183,9 @@ pub enum LoadBalancer {
     Ecmp,
     /// DRILL(2, 1), per packet (`loadbal::drill`).
     Drill,
+    /// Proteus (`loadbal::proteus`, `crate::scheme::proteus`): source routing by path id
+    /// with the data shim version 2 toward Proteus peers, ECMP for the rest.
+    Proteus,
 }
 // --- end issue 18 ---
 

@@ -248,7 +248,7 @@ impl ResolvedTopology {
                 peers: port_peers[si].clone(),
             });
         }
-        Ok(ResolvedTopology {
+        let mut r = ResolvedTopology {
             name: t.name.clone(),
             path: t.path.clone(),
             switches,
@@ -256,7 +256,10 @@ impl ResolvedTopology {
             links,
             switch_index,
             host_index,
-        })
+        };
+        // Issue 18: Proteus switches get the path model (it needs every switch's routes).
+        super::paths::attach(&mut r).map_err(|e| err("lb".into(), e))?;
+        Ok(r)
     }
 
     /// Index of switch `name`.
@@ -458,6 +461,7 @@ impl Ctx<'_> {
             watchdog: s.watchdog,
             bfc,
             lb: s.lb,
+            proteus: None,
         })
     }
 

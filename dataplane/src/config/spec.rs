@@ -62,4 +62,6 @@ pub struct SwitchSpec {
     pub bfc: Option<BfcSpec>,
     /// Path policy among equal-cost next hops (issue 18).
     pub lb: super::LoadBalancer,
+    /// Proteus's view of the path model (`lb = "proteus"`, issue 18).
+    pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
 }

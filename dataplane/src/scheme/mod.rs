@@ -24,6 +24,8 @@
 
 pub mod bfc;
 pub mod pfc;
+// issue 18 (branch proteus)
+pub mod proteus;
 
 use crate::config::SwitchSpec;
 use crate::frame::{FrameMem, Pkt};
@@ -64,6 +66,8 @@ pub enum ControlFrame {
     Pfc(PfcRepr),
     /// Xoff signal frame (EtherType 0x88B5).
     Signal(SignalRepr),
+    /// Proteus feedback signal (EtherType 0x88B5, type 0x10; issue 18).
+    Proteus(flowctl::wire::proteus::FeedbackRepr),
 }
 
 impl ControlFrame {
@@ -72,6 +76,7 @@ impl ControlFrame {
         match self {
             ControlFrame::Pfc(r) => pfc::emit_pfc(r, buf),
             ControlFrame::Signal(r) => r.emit_into(buf),
+            ControlFrame::Proteus(r) => r.emit(buf),
         }
     }
 }
@@ -109,6 +114,8 @@ pub enum Scheme {
     Pfc(Box<pfc::PfcScheme>),
     /// Backpressure Flow Control.
     Bfc(Box<bfc::BfcScheme>),
+    /// Proteus load balancing (issue 18).
+    Proteus(Box<proteus::ProteusScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
@@ -119,6 +126,8 @@ pub struct SchemeStats {
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<pfc::PfcStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proteus: Option<proteus::ProteusStats>,
 }
 
 /// The per-pipe scheme statistics of a switch: one pipe's, or one per pipe (several workers).
@@ -176,10 +185,14 @@ impl Schemes {
     /// switch's once-per-switch work (BFC's pause-bitmap refresh).
     pub fn new(spec: &SwitchSpec, shared: &Shared, first_pipe: bool) -> Result<Self, SchemeError> {
         let mut list = Vec::new();
+        // Proteus first: its ingress hook pops the version-2 shim before anything reads it.
+        if let Some(p) = proteus::ProteusScheme::new(spec) {
+            list.push(Scheme::Proteus(Box::new(p)));
+        }
         if let Some(b) = bfc::BfcScheme::new(spec, shared.bfc.as_ref(), first_pipe)? {
             list.push(Scheme::Bfc(Box::new(b)));
         }
-        let dynamic_queues = !list.is_empty();
+        let dynamic_queues = list.iter().any(|s| matches!(s, Scheme::Bfc(_)));
         if let Some(p) = pfc::PfcScheme::new(spec, dynamic_queues)? {
             list.push(Scheme::Pfc(Box::new(p)));
         }
@@ -213,6 +226,7 @@ impl Schemes {
         self.list.iter_mut().find_map(|s| match s {
             Scheme::Pfc(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
+            Scheme::Proteus(p) => p.on_control(ethertype, frame, now),
         })
     }
 
@@ -220,8 +234,10 @@ impl Schemes {
     #[inline]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_ingress(mem, pkt);
+            match s {
+                Scheme::Bfc(b) => b.on_ingress(mem, pkt),
+                Scheme::Proteus(p) => p.on_ingress(mem, pkt),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -252,7 +268,7 @@ impl Schemes {
     pub fn veto(&self, port: usize, queue: usize) -> Option<DropReason> {
         self.list.iter().find_map(|s| match s {
             Scheme::Pfc(p) => p.veto(port, queue),
-            Scheme::Bfc(_) => None,
+            Scheme::Bfc(_) | Scheme::Proteus(_) => None,
         })
     }
 
@@ -295,8 +311,10 @@ impl Schemes {
         now: u64,
     ) {
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                b.on_dequeue(pkt, queue, queue_bytes, view, now);
+            match s {
+                Scheme::Bfc(b) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
+                Scheme::Proteus(p) => p.on_dequeue(now),
+                Scheme::Pfc(_) => {}
             }
         }
     }
@@ -313,11 +331,30 @@ impl Schemes {
     ) -> u32 {
         let mut len = pkt.len;
         for s in &mut self.list {
-            if let Scheme::Bfc(b) = s {
-                len = b.egress_rewrite(mem, pkt.frame, len, port, queue);
+            match s {
+                Scheme::Bfc(b) => len = b.egress_rewrite(mem, pkt.frame, len, port, queue),
+                Scheme::Proteus(p) => len = p.egress_rewrite(mem, pkt, len, port),
+                Scheme::Pfc(_) => {}
             }
         }
         len
+    }
+
+    /// Issue 18: a scheme that routes by itself (Proteus's source routing) picks among the
+    /// `n` equal-cost candidates `view` describes; `None` leaves it to the path policy.
+    #[inline]
+    pub fn route(
+        &mut self,
+        pkt: &mut Pkt,
+        t: &loadbal::FiveTuple,
+        n: usize,
+        view: &impl Fn(usize) -> loadbal::Candidate,
+        now: u64,
+    ) -> Option<usize> {
+        self.list.iter_mut().find_map(|s| match s {
+            Scheme::Proteus(p) => p.route(pkt, t, n, view, now),
+            _ => None,
+        })
     }
 
     /// Feeds the MMU's flow-control events (drained by the caller) and collects the control
@@ -332,6 +369,7 @@ impl Schemes {
             match s {
                 Scheme::Pfc(p) => p.poll(events, now, out),
                 Scheme::Bfc(b) => b.poll(now, out),
+                Scheme::Proteus(p) => p.poll(now, out),
             }
         }
         events.clear();
@@ -344,6 +382,7 @@ impl Schemes {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.poll_due(now),
             Scheme::Bfc(b) => b.poll_due(now),
+            Scheme::Proteus(p) => p.poll_due(now),
         })
     }
 
@@ -360,6 +399,7 @@ impl Schemes {
             .filter_map(|s| match s {
                 Scheme::Pfc(p) => p.next_deadline(),
                 Scheme::Bfc(b) => b.next_deadline(),
+                Scheme::Proteus(p) => p.next_deadline(),
             })
             .min()
     }
@@ -368,7 +408,7 @@ impl Schemes {
     pub fn timer_due(&self, now: u64) -> bool {
         self.list.iter().any(|s| match s {
             Scheme::Pfc(p) => p.watchdog_due(now),
-            Scheme::Bfc(_) => false,
+            Scheme::Bfc(_) | Scheme::Proteus(_) => false,
         })
     }
 
@@ -387,7 +427,15 @@ impl Schemes {
     pub fn stats(&self, shared: &Shared, mmu_events: u64, now: u64) -> Option<SchemeStats> {
         let pfc = self.pfc().map(|p| p.stats(mmu_events, now));
         let bfc = shared.bfc.as_deref().map(bfc::BfcStats::of);
-        (pfc.is_some() || bfc.is_some()).then_some(SchemeStats { bfc, pfc })
+        let proteus = self.list.iter().find_map(|s| match s {
+            Scheme::Proteus(p) => Some(p.stats()),
+            _ => None,
+        });
+        (pfc.is_some() || bfc.is_some() || proteus.is_some()).then_some(SchemeStats {
+            bfc,
+            pfc,
+            proteus,
+        })
     }
 }
 

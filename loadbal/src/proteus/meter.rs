@@ -62,6 +62,17 @@ impl PathMeter {
         a.n += 1;
     }
 
+    /// Starts a new period at `now`, forgetting what the current one holds (after an idle
+    /// stretch, so the first period back is not averaged over the idle time).
+    pub fn restart(&mut self, now: u64) {
+        for a in &mut self.acc {
+            a.bytes = 0;
+            a.delay_sum = 0;
+            a.n = 0;
+        }
+        self.start = now;
+    }
+
     /// When the current period ends, ps.
     pub fn period_end(&self) -> u64 {
         self.start + self.period_ps
@@ -137,5 +148,11 @@ mod tests {
         m.close(20 * US, &mut out);
         assert_eq!(out[1].u_permille, 0);
         assert_eq!(out[1].t_pd_ps, 5 * US);
+        // After an idle stretch a restart measures the next period from its own start.
+        m.restart(1000 * US);
+        m.on_packet(PathId(1), 1000 * US, 1004 * US, 25_000);
+        out.clear();
+        m.close(1010 * US, &mut out);
+        assert_eq!((out[0].t_pd_ps, out[0].u_permille), (4 * US, 500));
     }
 }

@@ -104,16 +104,17 @@ impl PathEntry {
 
     /// SelectPath's order as one integer, smaller first: non-congested by `t_pd`, then
     /// undetermined by `u_link` descending ("likely resumed transmission quickly"), then
-    /// congested by `t_pd`; ties to the lower table index, so choices are reproducible.
+    /// congested by `t_pd`; ties to the lower `tie` (a rotation of the table index, so choices
+    /// are reproducible).
     #[inline]
-    pub(crate) fn rank(&self, p: &Params, index: usize) -> u64 {
+    pub(crate) fn rank(&self, p: &Params, tie: usize) -> u64 {
         const METRIC: u64 = (1 << 48) - 1;
         let (class, metric) = match self.state(p) {
             PathState::NonCongested => (0, self.t_pd_ps.min(METRIC)),
             PathState::Undetermined => (1, u64::from(1000u32.saturating_sub(self.u_permille))),
             PathState::Congested => (2, self.t_pd_ps.min(METRIC)),
         };
-        class << 60 | metric << 12 | (index as u64 & 0xFFF)
+        class << 60 | metric << 12 | (tie as u64 & 0xFFF)
     }
 }
 
@@ -159,16 +160,28 @@ impl PathTable {
     }
 
     /// SelectPath (Algorithm 1, lines 14–25) over the active paths `allow` admits, with up to
-    /// three runners-up in the same order: the shim's alternatives.
+    /// three runners-up in the same order: the shim's alternatives. Equal paths go to the
+    /// lowest table index.
     #[inline]
     pub fn select(&self, allow: impl Fn(usize, &PathEntry) -> bool) -> Ranked {
+        self.select_salted(allow, 0)
+    }
+
+    /// [`Self::select`] with ties among equal paths broken from table index `salt` on
+    /// (cyclically). Algorithm 1 salts with the flow's hash: the paper leaves ties open, and
+    /// without a salt every new flow among equal paths (all of them, before any feedback)
+    /// would take the same one.
+    #[inline]
+    pub fn select_salted(&self, allow: impl Fn(usize, &PathEntry) -> bool, salt: usize) -> Ranked {
         let mut best = [(u64::MAX, usize::MAX); 4];
         let mut n = 0;
+        let len = self.paths.len().max(1);
+        let salt = salt % len;
         for (i, e) in self.paths.iter().enumerate() {
             if !e.active || !allow(i, e) {
                 continue;
             }
-            let k = e.rank(&self.params, i);
+            let k = e.rank(&self.params, (i + len - salt) % len);
             if n == 4 && k >= best[3].0 {
                 continue;
             }
@@ -235,6 +248,24 @@ mod tests {
         // Only congested: min delay (line 23).
         assert_eq!(t.select(|i, _| i == 0 || i == 5).0[..2], [5, 0]);
         assert_eq!(t.select(|_, _| false).1, 0);
+    }
+
+    #[test]
+    fn salt_rotates_ties_only() {
+        let t = PathTable::new(
+            Params::default(),
+            vec![
+                path(0, 10.0, 0),
+                path(1, 10.0, 0),
+                path(2, 10.0, 0),
+                path(3, 9.0, 0),
+            ],
+        );
+        // 3 is strictly best whatever the salt; the equal 0, 1, 2 follow from the salt on.
+        assert_eq!(t.select_salted(|_, _| true, 0).0, [3, 0, 1, 2]);
+        assert_eq!(t.select_salted(|_, _| true, 1).0, [3, 1, 2, 0]);
+        assert_eq!(t.select_salted(|_, _| true, 6).0, [3, 2, 0, 1]);
+        assert_eq!(t.select_salted(|i, _| i != 3, 3).0, [0, 1, 2, usize::MAX]);
     }
 
     #[test]

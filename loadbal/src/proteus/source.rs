@@ -12,6 +12,9 @@
 //! tolerable delay `t_td`: the delay difference between the optimal and the sub-optimal path,
 //! `D_ps − D_po` of §III-C, 0 if the alternative is the faster one.
 //!
+//! Ties among equal paths are broken by the flow key (`PathTable::select_salted`), so flows
+//! that start before any feedback spread like ECMP instead of all taking the first path.
+//!
 //! The table is direct-mapped on the flow key like the paper's hardware table (CRC-16 flow ids
 //! there, a 32-bit key here); a colliding flow evicts the entry and is treated as new.
 
@@ -91,7 +94,7 @@ impl ProteusSource {
             let faster = |_: usize, q: &super::PathEntry| {
                 q.t_pd_ps < p.t_pd_ps && p.t_pd_ps - q.t_pd_ps < gap
             };
-            let (r, n) = t.select(faster);
+            let (r, n) = t.select_salted(faster, key as usize);
             if n == 0 {
                 // Line 13: no order-preserving better path, stay.
                 (
@@ -102,15 +105,15 @@ impl ProteusSource {
                 )
             } else {
                 let chosen = r[0];
-                let (alts, n) = alternatives(t, chosen);
+                let (alts, n) = alternatives(t, chosen, key as usize);
                 (chosen, alts, n, true)
             }
         } else {
-            let (r, n) = t.select(|_, _| true);
+            let (r, n) = t.select_salted(|_, _| true, key as usize);
             if n == 0 {
                 return None;
             }
-            let (alts, n) = alternatives(t, r[0]);
+            let (alts, n) = alternatives(t, r[0], key as usize);
             (r[0], alts, n, false)
         };
         let chosen = &t.paths[path];
@@ -146,10 +149,11 @@ impl ProteusSource {
     }
 }
 
-/// The three best active paths other than `chosen`, in SelectPath order.
+/// The three best active paths other than `chosen`, in SelectPath order (ties salted as the
+/// choice was).
 #[inline]
-fn alternatives(t: &PathTable, chosen: usize) -> ([usize; 3], usize) {
-    let (r, n) = t.select(|_, _| true);
+fn alternatives(t: &PathTable, chosen: usize, salt: usize) -> ([usize; 3], usize) {
+    let (r, n) = t.select_salted(|_, _| true, salt);
     let mut out = [usize::MAX; 3];
     let mut k = 0;
     for &i in r.iter().take(n) {
@@ -212,8 +216,9 @@ mod tests {
         assert_eq!((d.shim.path, d.rerouted), (PathId(102), true));
         // Its alternatives rank all other active paths: 101 (11 us, non-congested) first;
         // 103 (13 us, exactly RTT_low) and 100 (16 us) are both undetermined (RTT ≥ RTT_low,
-        // u 0 < 1), equal by utilisation, so the lower table index comes first: 100, 103.
-        assert_eq!(d.shim.alts, [PathId(101), PathId(100), PathId(103)]);
+        // u 0 < 1), equal by utilisation, so the tie goes cyclically from table index
+        // key % 4 = 1 on: 103 (index 3) before 100 (index 0).
+        assert_eq!(d.shim.alts, [PathId(101), PathId(103), PathId(100)]);
         // The alternative is faster: nothing to tolerate.
         assert_eq!(d.shim.t_td_ps, 0);
         // The flow now lives on 102: a later packet 100 us on may take 101 (1 us faster).
