@@ -73,3 +73,266 @@ fn drill_removes_ecmp_collisions_and_reorders() {
     assert!(worst(&d) > 95.0, "worst DRILL flow {} Gbit/s", worst(&d));
     assert!(worst(&e) < 60.0, "worst ECMP flow {} Gbit/s", worst(&e));
 }
+
+/// The Clos of the Proteus paper's Fig. 1 reduced to what one flow needs: leaves L1 (S1, S2)
+/// and L3 (R1), spines C1 and C2, 40 Gbit/s, 1 µs links, PFC on priority 3, `lb` everywhere.
+fn clos(lb: &str) -> String {
+    let sw = |name: &str, ports: &[&str], routes: &[(&str, &[&str])]| {
+        let mut s = format!(
+            "[[switch]]\nname = \"{name}\"\nlb = \"{lb}\"\n\
+             defaults = {{ rate = \"40Gbit\", delay = \"1us\", queues = 8 }}\n\
+             buffer = {{ buffer_bytes = 9000000, headroom_mode = \"dsh\", response_ps = 0 }}\n\
+             pfc = {{ enable_mask = 8 }}\nport = ["
+        );
+        s += &ports
+            .iter()
+            .map(|p| format!("{{ name = \"{p}\" }}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        s += "]\n";
+        for (prefix, via) in routes {
+            let via: Vec<String> = via.iter().map(|v| format!("\"{v}\"")).collect();
+            s += &format!(
+                "[[switch.route]]\nprefix = \"{prefix}\"\nvia = [{}]\n",
+                via.join(", ")
+            );
+        }
+        s
+    };
+    let mut t = String::from("name = \"clos\"\n");
+    t += &sw(
+        "L1",
+        &["s1", "s2", "up1", "up2"],
+        &[
+            ("10.0.1.1/32", &["s1"]),
+            ("10.0.1.2/32", &["s2"]),
+            ("10.0.3.0/24", &["up1", "up2"]),
+        ],
+    );
+    t += &sw(
+        "L3",
+        &["r1", "up1", "up2"],
+        &[("10.0.3.1/32", &["r1"]), ("10.0.1.0/24", &["up1", "up2"])],
+    );
+    for c in ["C1", "C2"] {
+        t += &sw(
+            c,
+            &["l1", "l3"],
+            &[("10.0.1.0/24", &["l1"]), ("10.0.3.0/24", &["l3"])],
+        );
+    }
+    for (h, ip, gw) in [
+        ("s1", "10.0.1.1/24", "10.0.1.254"),
+        ("s2", "10.0.1.2/24", "10.0.1.254"),
+        ("r1", "10.0.3.1/24", "10.0.3.254"),
+    ] {
+        t += &format!("[[host]]\nname = \"{h}\"\nip = \"{ip}\"\ngateway = \"{gw}\"\n");
+    }
+    for (a, b) in [
+        ("s1", "L1:s1"),
+        ("s2", "L1:s2"),
+        ("r1", "L3:r1"),
+        ("L1:up1", "C1:l1"),
+        ("L1:up2", "C2:l1"),
+        ("L3:up1", "C1:l3"),
+        ("L3:up2", "C2:l3"),
+    ] {
+        t += &format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\n");
+    }
+    t
+}
+
+mod proteus_at_the_source_edge {
+    use super::clos;
+    use dataplane::frame::{FrameMem, HeapMem};
+    use dataplane::scheme::pfc::emit_pfc;
+    use dataplane::switch::Outputs;
+    use dataplane::wire::data::FrameTemplate;
+    use dataplane::{Switch, Topology};
+    use flowctl::wire::pfc::PfcRepr;
+    use flowctl::wire::proteus::{FeedbackEntry, FeedbackRepr, ShimRepr};
+    use std::path::Path;
+
+    const US: u64 = 1_000_000;
+
+    struct Leaf {
+        sw: Switch,
+        mem: HeapMem,
+        up: [u16; 2],
+        s1: u16,
+        /// Path ids L1 → L3 by uplink.
+        path: [u16; 2],
+        tmpl: FrameTemplate,
+    }
+
+    fn leaf() -> Leaf {
+        let t = Topology::parse(&clos("proteus"), Path::new("clos.toml")).unwrap();
+        let r = t.resolve().unwrap();
+        let l1 = r.switch("L1").unwrap();
+        let spec = l1.spec.clone();
+        let ps = spec
+            .proteus
+            .clone()
+            .expect("lb = proteus gives L1 the path model");
+        let up = [l1.port_index("up1").unwrap(), l1.port_index("up2").unwrap()];
+        let s1 = l1.port_index("s1").unwrap();
+        // L3 is edge 1: its table holds one path per uplink, in route order.
+        let paths: Vec<(u16, u16)> = ps.tables[1]
+            .iter()
+            .map(|&(id, port, _)| (id, port))
+            .collect();
+        assert_eq!(paths.iter().map(|p| p.1).collect::<Vec<_>>(), up.to_vec());
+        let h = &r.hosts[r.host_index("s1").unwrap() as usize];
+        let dst = r.hosts[r.host_index("r1").unwrap() as usize].ip;
+        let tmpl = FrameTemplate {
+            src_mac: h.mac,
+            dst_mac: h.peer_mac.unwrap(),
+            src_ip: h.ip,
+            dst_ip: dst,
+            sport: 49152,
+            dport: 4791,
+            prio: 3,
+            vlan: false,
+            ecn: false,
+        };
+        Leaf {
+            sw: Switch::single(spec, 0).unwrap(),
+            mem: HeapMem::new(256, 2048),
+            up,
+            s1,
+            path: [paths[0].0, paths[1].0],
+            tmpl,
+        }
+    }
+
+    impl Leaf {
+        fn rx(&mut self, port: u16, bytes: &[u8], now: u64) {
+            let f = self.mem.alloc_with(bytes).unwrap();
+            let mut out = Outputs::new();
+            self.sw
+                .receive(&mut self.mem, port, f, bytes.len() as u32, now, &mut out);
+        }
+
+        fn data(&mut self, now: u64) {
+            let mut b = vec![0u8; 1000];
+            self.tmpl.emit_headers(&mut b, 1000);
+            self.rx(self.s1, &b, now);
+        }
+
+        fn pfc(&mut self, up: usize, quanta: u16, now: u64) {
+            let mut q = [0u16; 8];
+            q[3] = quanta;
+            let r = PfcRepr {
+                src_addr: [2, 0, 0, 0, 0, 9],
+                class_enable: 1 << 3,
+                quanta: q,
+            };
+            let mut b = vec![0u8; 128];
+            let n = emit_pfc(&r, &mut b);
+            self.rx(self.up[up], &b[..n], now);
+        }
+
+        /// Data packets queued on uplink `i` so far.
+        fn enq(&self, i: usize) -> u64 {
+            let p = usize::from(self.up[i]);
+            self.sw.shared.counters[p].queues[3].enq_pkts.get()
+        }
+
+        /// Serves uplink `i` from `now` for 20 µs; the Proteus shims of the frames it sent.
+        fn drain(&mut self, i: usize, now: u64) -> Vec<ShimRepr> {
+            let mut out = Outputs::new();
+            for k in 0..200 {
+                self.sw
+                    .service(&mut self.mem, self.up[i], now + k * US / 10, &mut out);
+            }
+            out.tx
+                .iter()
+                .filter_map(|&(f, len)| {
+                    let d = &self.mem.data(f)[..len as usize];
+                    (d[12..14] == [0x88, 0xb6]).then(|| {
+                        ShimRepr::parse(&flowctl::wire::proteus::Frame::new_unchecked(d)).unwrap()
+                    })
+                })
+                .collect()
+        }
+    }
+
+    /// §III-B.2 on real frames: with equal paths `t_td` is 0, so the first packet that meets a
+    /// PFC-paused uplink (and a packet ahead of it) takes the alternative, the path is out
+    /// until PFC resumes, and the flow stays on the alternative after it resumes; frames leave
+    /// with the version-2 shim naming the path they took.
+    #[test]
+    fn a_pause_on_the_chosen_uplink_moves_the_flow_to_the_other_spine() {
+        let mut l = leaf();
+        l.data(0);
+        let first = (0..2)
+            .find(|&i| l.enq(i) == 1)
+            .expect("queued on an uplink");
+        let other = 1 - first;
+        // The uplink is paused with the first packet still queued behind the pause.
+        l.pfc(first, 0xFFFF, 10);
+        l.data(2 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 1), "rerouted");
+        l.pfc(first, 0, 3 * US);
+        l.data(4 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 2), "the flow followed");
+        let st = l.sw.scheme_stats(5 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.routed, st.hop_reroutes), (3, 1));
+        let on_other = l.drain(other, 10 * US);
+        assert_eq!(on_other.len(), 2);
+        for s in &on_other {
+            assert_eq!(s.path, l.path[other]);
+            assert!(!s.alts.contains(&l.path[other]));
+        }
+        let on_first = l.drain(first, 10 * US);
+        assert_eq!(on_first.len(), 1);
+        assert_eq!(on_first[0].path, l.path[first]);
+        assert_eq!(on_first[0].alts[0], l.path[other]);
+    }
+
+    /// Better late than never: with feedback saying the other path is 7 µs slower
+    /// (`t_td` = 7 µs), a pause in front of one packet (`t_qd` ≈ 0.2 µs) is tolerated.
+    #[test]
+    fn a_short_pause_is_waited_out_when_the_alternative_is_much_slower() {
+        let mut l = leaf();
+        // Feedback for L1 (edge 0): path via up2 at 3 µs (non-congested: base 2 × (1 µs +
+        // 306 ns), RTT_low 1.3 × that = 3.4 µs), path via up1 at 10 µs and idle
+        // (undetermined).
+        let fb = FeedbackRepr {
+            dst_addr: [1, 0x80, 0xc2, 0, 0, 0x0e],
+            src_addr: [2, 0, 0, 0, 0, 9],
+            edge: 0,
+            entries: vec![
+                FeedbackEntry {
+                    path: l.path[0],
+                    t_pd_ns: 10_000,
+                    u_permille: 0,
+                },
+                FeedbackEntry {
+                    path: l.path[1],
+                    t_pd_ns: 3_000,
+                    u_permille: 500,
+                },
+            ],
+        };
+        let mut b = vec![0u8; 128];
+        let n = fb.emit(&mut b);
+        l.rx(l.up[0], &b[..n], 0);
+        l.data(US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 1), "the faster path");
+        l.pfc(1, 0xFFFF, 2 * US);
+        l.data(3 * US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 2), "tolerated: t_td 7 us > t_qd");
+        let st = l.sw.scheme_stats(4 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.feedback_applied, st.hop_reroutes), (1, 0));
+        l.pfc(1, 0, 5 * US);
+        let shims = l.drain(1, 5 * US);
+        assert_eq!(shims.len(), 2);
+        // t_td = 10 − 3 = 7 µs less each packet's sojourn here (CST): the first waited from
+        // 1 µs to 5 µs (3 µs left), the second from 3 µs until the wire is free after the
+        // first's 1016-byte frame (203.2 ns at 40 Gbit/s), which `drain`'s 100 ns service
+        // steps see at 5.3 µs: 4.7 µs left.
+        assert_eq!(shims[0].t_td_ns, 3_000, "{shims:?}");
+        assert_eq!(shims[1].t_td_ns, 4_700, "{shims:?}");
+    }
+}

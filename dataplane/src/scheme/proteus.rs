@@ -266,6 +266,7 @@ impl ProteusScheme {
         let spec = &*self.spec;
         let mut m = Meta::get(pkt);
         let mut src_edge_table = None;
+        let mut flow_key = 0;
         let mut shim = if m.has_shim() {
             let &(_, dst) = spec.path_ends.get(usize::from(m.shim.path))?;
             if spec.edge == Some(dst) {
@@ -306,6 +307,7 @@ impl ProteusScheme {
                 }
             }
             let key = loadbal::ecmp_hash(FLOW_KEY_SEED, t);
+            flow_key = key;
             let dec = src.route(key, now)?;
             self.stats.routed += 1;
             self.stats.source_reroutes += u64::from(dec.rerouted);
@@ -342,6 +344,7 @@ impl ProteusScheme {
             if let Some(d) = src_edge_table {
                 if let Some(src) = self.sources[d].as_mut() {
                     src.table.set_port_active(c.port, false);
+                    src.follow(flow_key, to);
                 }
             }
             let to_port = spec.route[usize::from(to.0)]?;

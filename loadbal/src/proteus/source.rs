@@ -149,6 +149,26 @@ impl ProteusSource {
     }
 }
 
+impl ProteusSource {
+    /// Algorithm 2 moved flow `key`'s packet to path `to` at this (source) switch: the flow
+    /// follows it, so that its later packets take the same path as the rerouted one ("all
+    /// rerouted packets are sent to the same path", §III-B.2) rather than returning to the old
+    /// path when PFC resumes and overtaking or being overtaken there.
+    pub fn follow(&mut self, key: u32, to: PathId) {
+        let s = self.slot(key);
+        let Some(i) = self.table.index_of(to) else {
+            return;
+        };
+        let e = &mut self.flows[s];
+        if e.valid && e.key == key {
+            let (alts, n) = alternatives(&self.table, i, key as usize);
+            e.path = i as u16;
+            e.alts = alts.map(|a| a as u16);
+            e.n_alts = n as u8;
+        }
+    }
+}
+
 /// The three best active paths other than `chosen`, in SelectPath order (ties salted as the
 /// choice was).
 #[inline]
@@ -255,6 +275,19 @@ mod tests {
             s.table.set_port_active(p, false);
         }
         assert_eq!(s.route(10, 0), None);
+    }
+
+    #[test]
+    fn a_flow_follows_a_local_reroute() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        assert_eq!(s.route(5, 0).unwrap().shim.path, PathId(100));
+        s.follow(5, PathId(102));
+        let d = s.route(5, 100).unwrap();
+        assert_eq!((d.shim.path, d.rerouted), (PathId(102), false));
+        // Its stored alternatives exclude the new path; another flow is not moved.
+        assert!(!d.shim.alts.contains(&PathId(102)));
+        s.follow(6, PathId(103));
+        assert_eq!(s.route(6, 0).unwrap().shim.path, PathId(100));
     }
 
     #[test]
