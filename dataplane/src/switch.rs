@@ -145,7 +145,12 @@ impl Switch {
         let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
         let schemes = Schemes::new(spec, &shared.schemes, me == 0)?;
         Ok(Switch {
-            policy: loadbal::PathPolicy::ecmp(spec.seed),
+            policy: match spec.lb {
+                crate::config::LoadBalancer::Ecmp | crate::config::LoadBalancer::Proteus => {
+                    loadbal::PathPolicy::ecmp(spec.seed)
+                }
+                crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
+            },
             schemes,
             owner,
             me,

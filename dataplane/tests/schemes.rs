@@ -78,6 +78,7 @@ fn bfc_pauses_one_queue_pfc_pauses_the_priority() {
             Scheme::Pfc(_) => "pfc",
             Scheme::Pyrrha(_) => "pyrrha",
             Scheme::Aquarius(_) => "aquarius",
+            Scheme::Proteus(_) => "proteus",
         })
         .collect();
     assert_eq!(kinds, ["bfc", "pfc"]);

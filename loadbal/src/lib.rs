@@ -6,8 +6,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod drill;
 pub mod ecmp;
 pub mod policy;
+pub mod proteus;
 
+pub use drill::Drill;
 pub use ecmp::{ecmp_hash, ecmp_pick, FiveTuple};
 pub use policy::{Candidate, PathPolicy};

@@ -4,6 +4,7 @@
 //! the time. ECMP looks at none of it, so it stays recomputable by any other switch (Pyrrha's
 //! path calculation); congestion-aware policies (DRILL, Proteus) will.
 
+use crate::drill::Drill;
 use crate::ecmp::{ecmp_pick, FiveTuple};
 
 /// What a policy may see of one candidate next hop.
@@ -24,12 +25,20 @@ pub struct Candidate {
 pub enum PathPolicy {
     /// Seeded CRC32 of the 5-tuple (`crate::ecmp`).
     Ecmp { seed: u32 },
+    /// DRILL(2, 1): per packet the shortest of 2 random + 1 remembered local queues
+    /// (`crate::drill`).
+    Drill(Drill),
 }
 
 impl PathPolicy {
     /// ECMP with the switch's seed.
     pub fn ecmp(seed: u32) -> Self {
         PathPolicy::Ecmp { seed }
+    }
+
+    /// DRILL(2, 1) seeded with the switch's seed and the pipe (one engine per pipe).
+    pub fn drill(seed: u32, pipe: u16) -> Self {
+        PathPolicy::Drill(Drill::recommended(u64::from(seed) << 16 | u64::from(pipe)))
     }
 
     /// Picks one of `n` candidates for a packet of flow `t` at `now`; `view(i)` describes
@@ -42,9 +51,13 @@ impl PathPolicy {
         view: impl Fn(usize) -> Candidate,
         now: u64,
     ) -> Option<usize> {
-        let _ = (&view, now);
-        match *self {
-            PathPolicy::Ecmp { seed } => ecmp_pick(seed, t, n),
+        let _ = now;
+        match self {
+            PathPolicy::Ecmp { seed } => ecmp_pick(*seed, t, n),
+            PathPolicy::Drill(d) => d.pick(n, |i| {
+                let c = view(i);
+                (c.port, c.queue_bytes)
+            }),
         }
     }
 }
@@ -74,5 +87,28 @@ mod tests {
             assert_eq!(p.pick(&t, n, busy, 0), ecmp_pick(7, &t, n));
         }
         assert_eq!(p.pick(&t, 0, busy, 0), None);
+    }
+
+    #[test]
+    fn drill_reads_queue_bytes_and_not_the_pause_state() {
+        let t = FiveTuple {
+            src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 1, 0, 3)),
+            sport: 1000,
+            dport: 5201,
+            proto: 17,
+        };
+        let mut p = PathPolicy::drill(7, 0);
+        // Candidate 0 is paused downstream-wise but has the shorter local queue: DRILL takes
+        // it (Proteus §II-B.3: a local queue cannot sense a pause it has not yet felt).
+        let view = |i: usize| Candidate {
+            port: i as u16,
+            paused: i == 0,
+            queue_bytes: if i == 0 { 100 } else { 5000 },
+            port_bytes: 0,
+        };
+        for _ in 0..20 {
+            assert_eq!(p.pick(&t, 2, view, 0), Some(0));
+        }
     }
 }

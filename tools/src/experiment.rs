@@ -75,7 +75,7 @@ struct ExpFile {
     #[serde(default)]
     host: HostCfg,
     /// Switch settings to vary: `scheme` (pfc, none, bfc, bfc-stochastic, bfc-single),
-    /// `headroom` (sih, dsh).
+    /// `headroom` (sih, dsh), `lb` (ecmp, drill, proteus).
     #[serde(default)]
     matrix: BTreeMap<String, Vec<String>>,
     #[serde(default)]
@@ -333,8 +333,8 @@ pub fn run_file(
     // Rates and delays do not change between cells.
     let paths = path_params(&exp, &topo0, &fname)?;
     for k in exp.matrix.keys() {
-        if !["scheme", "headroom"].contains(&k.as_str()) {
-            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom)");
+        if !["scheme", "headroom", "lb"].contains(&k.as_str()) {
+            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb)");
         }
     }
     if exp.seeds.is_empty() {
@@ -461,6 +461,12 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
             bail!("matrix.headroom: `{h}`: use sih or dsh");
         }
     }
+    // Issue 18: the switches' path policy.
+    if let Some(lb) = p.get("lb") {
+        if !["ecmp", "drill", "proteus"].contains(&lb.as_str()) {
+            bail!("matrix.lb: `{lb}`: use ecmp, drill or proteus");
+        }
+    }
     let switches = v
         .get_mut("switch")
         .and_then(|s| s.as_array_mut())
@@ -494,6 +500,9 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
             if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
                 b.insert("headroom_mode".into(), toml::Value::String(h.clone()));
             }
+        }
+        if let Some(lb) = p.get("lb") {
+            t.insert("lb".into(), toml::Value::String(lb.clone()));
         }
     }
     if exp.mode == Mode::Virtual && scheme.is_some() {

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+pub mod paths;
 pub mod resolved;
 pub mod sim;
 pub mod spec;
@@ -169,7 +170,28 @@ pub struct SwitchConfig {
     pub pyrrha: Option<PyrrhaSettings>,
     /// Aquarius parameters (`[switch.aquarius]`; used when `scheme = "aquarius"`).
     pub aquarius: Option<AquariusSettings>,
+    // --- issue 18 (branch proteus): load balancing ---
+    /// Path policy among equal-cost next hops: `ecmp` (default), `drill` or `proteus`.
+    #[serde(default)]
+    pub lb: LoadBalancer,
+    // --- end issue 18 ---
 }
+
+// --- issue 18 (branch proteus): load balancing ---
+/// `lb = "..."` of a switch: how it picks among equal-cost next hops (`loadbal::PathPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalancer {
+    /// Seeded CRC32 of the 5-tuple (`loadbal::ecmp`).
+    #[default]
+    Ecmp,
+    /// DRILL(2, 1), per packet (`loadbal::drill`).
+    Drill,
+    /// Proteus (`loadbal::proteus`, `crate::scheme::proteus`): source routing by path id
+    /// with the data shim version 2 toward Proteus peers, ECMP for the rest.
+    Proteus,
+}
+// --- end issue 18 ---
 
 /// Queue assignment / per-hop flow-control scheme of a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

@@ -258,6 +258,8 @@ impl ResolvedTopology {
             host_index,
         };
         r.resolve_pyrrha(t)?;
+        // Issue 18: Proteus switches get the path model (it needs every switch's routes).
+        super::paths::attach(&mut r).map_err(|e| err("lb".into(), e))?;
         Ok(r)
     }
 
@@ -542,6 +544,8 @@ impl Ctx<'_> {
             // Filled once every switch is resolved (the path model needs them all).
             pyrrha: None,
             aquarius,
+            lb: s.lb,
+            proteus: None,
         })
     }
 

@@ -74,6 +74,10 @@ pub struct SwitchSpec {
     pub pyrrha: Option<PyrrhaSpec>,
     /// Aquarius (`scheme = "aquarius"`).
     pub aquarius: Option<AquariusSpec>,
+    /// Path policy among equal-cost next hops (issue 18).
+    pub lb: super::LoadBalancer,
+    /// Proteus's view of the path model (`lb = "proteus"`, issue 18).
+    pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
 }
 
 /// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the

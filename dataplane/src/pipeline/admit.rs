@@ -21,7 +21,7 @@ impl Switch {
     /// The packet's data queue: the static one by priority unless a scheme assigns queues.
     #[inline]
     pub(crate) fn select_queue(&mut self, port: usize, pkt: &mut Pkt, now: u64) {
-        if self.schemes.assigns_queues() {
+        if self.schemes.per_packet() {
             let view = super::view(&self.egress, &self.shared.afc, port);
             self.schemes.select_queue(pkt, &view, now);
         }
@@ -88,7 +88,7 @@ impl Switch {
         let Some(eg) = self.egress[p].as_mut() else {
             return;
         };
-        if self.schemes.assigns_queues() {
+        if self.schemes.per_packet() {
             let view = PortView {
                 port: p,
                 nonempty: eg.qs.nonempty(),

@@ -67,7 +67,7 @@ impl Departure<'_> {
         let Some(q) = q else { return pkt };
         let bytes = eg.qs.data[q].bytes();
         let mut wire = pkt;
-        if self.schemes.assigns_queues() {
+        if self.schemes.per_packet() {
             let view = PortView {
                 port: self.port,
                 nonempty: eg.qs.nonempty(),

@@ -134,7 +134,9 @@ impl Switch {
                 port_bytes: egress[port].as_ref().map_or(0, |e| e.qs.data_bytes()),
             }
         };
-        let Some(i) = self.policy.pick(tuple, group.len(), view, now) else {
+        // A path scheme (Proteus) routes by itself; else the path policy picks.
+        let routed = self.schemes.route(pkt, tuple, group.len(), &view, now);
+        let Some(i) = routed.or_else(|| self.policy.pick(tuple, group.len(), view, now)) else {
             return Route::Drop(DropReason::NoRoute);
         };
         let nh = group[i];

@@ -25,6 +25,7 @@
 pub mod aquarius;
 pub mod bfc;
 pub mod pfc;
+pub mod proteus;
 pub mod pyrrha;
 
 use crate::config::SwitchSpec;
@@ -68,6 +69,8 @@ pub enum ControlFrame {
     Signal(SignalRepr),
     /// Pyrrha signal frame (EtherType 0x88B5, types 0x20-0x2F).
     Pyrrha(flowctl::pyrrha::wire::PyrrhaRepr),
+    /// Proteus feedback signal (EtherType 0x88B5, type 0x30).
+    Proteus(flowctl::wire::proteus::FeedbackRepr),
 }
 
 impl ControlFrame {
@@ -77,6 +80,7 @@ impl ControlFrame {
             ControlFrame::Pfc(r) => pfc::emit_pfc(r, buf),
             ControlFrame::Signal(r) => r.emit_into(buf),
             ControlFrame::Pyrrha(r) => r.emit_into(buf),
+            ControlFrame::Proteus(r) => r.emit(buf),
         }
     }
 }
@@ -122,6 +126,8 @@ pub enum Scheme {
     Pyrrha(Box<pyrrha::PyrrhaScheme>),
     /// Aquarius: contribution-aware pausing, opportunistic re-assigning.
     Aquarius(Box<aquarius::AquariusScheme>),
+    /// Proteus: PFC-aware source routing over the topology's paths (a path scheme).
+    Proteus(Box<proteus::ProteusScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
@@ -134,6 +140,8 @@ pub struct SchemeStats {
     pub bfc: Option<bfc::BfcStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<pfc::PfcStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proteus: Option<proteus::ProteusStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pyrrha: Option<pyrrha::PyrrhaStats>,
 }
@@ -181,14 +189,17 @@ impl StatsSet {
     }
 }
 
-/// The schemes of one pipe: the scheme that assigns data queues and keeps per-packet state
-/// (at most one, as an ASIC has one queue-assignment pipeline: BFC, Pyrrha or Aquarius), then PFC and its
-/// watchdog beside it as the link-level fallback. Two slots rather than a `Vec`: the
-/// per-packet hooks go straight to the queue scheme without looping over the list (that loop
-/// cost ~100 instructions per packet, `bench/callgrind.sh`), and PFC, which has no
-/// per-packet work, is only met by `veto` and the control-frame hooks.
+/// The schemes of one pipe, in three slots, in hook order: a path scheme that routes by
+/// itself (Proteus), the scheme that assigns data queues and keeps per-packet state (at most
+/// one, as an ASIC has one queue-assignment pipeline: BFC, Pyrrha or Aquarius), then PFC and
+/// its watchdog beside them as the link-level fallback. Slots rather than a `Vec`: each
+/// per-packet hook goes straight to the scheme that has work there instead of looping over a
+/// list (that loop cost ~100 instructions per packet, `bench/callgrind.sh`), and PFC, which has
+/// no per-packet work, is only met by `veto` and the control-frame hooks.
 #[derive(Debug, Default)]
 pub struct Schemes {
+    /// A scheme that chooses the path itself (Proteus), before the path policy.
+    path: Option<Scheme>,
     queues: Option<Scheme>,
     pfc: Option<Scheme>,
 }
@@ -209,6 +220,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
             Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Aquarius(a) => a.on_control(port, ethertype, frame, afc, now),
+            Scheme::Proteus(p) => p.on_control(ethertype, frame, now),
         }
     }
 
@@ -217,6 +229,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_ingress(mem, pkt),
             Scheme::Aquarius(a) => a.on_ingress(mem, pkt),
+            Scheme::Proteus(p) => p.on_ingress(mem, pkt),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
         }
     }
@@ -227,7 +240,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_parsed(pkt, meta),
             Scheme::Pyrrha(p) => p.on_parsed(pkt, meta),
             Scheme::Aquarius(a) => a.on_parsed(pkt, meta),
-            Scheme::Pfc(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
         }
     }
 
@@ -237,7 +250,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.select_queue(pkt, view, now),
             Scheme::Pyrrha(p) => p.select_queue(pkt, view, now),
             Scheme::Aquarius(a) => a.select_queue(pkt, view, now),
-            Scheme::Pfc(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
         }
     }
 
@@ -246,7 +259,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_drop(pkt, now),
             Scheme::Aquarius(a) => a.on_drop(pkt, now),
-            Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
+            Scheme::Pfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => {}
         }
     }
 
@@ -263,7 +276,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Pyrrha(p) => p.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Aquarius(a) => a.on_enqueue(pkt, queue, queue_bytes, view, now),
-            Scheme::Pfc(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
         }
     }
 
@@ -280,6 +293,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_dequeue(pkt, queue, queue_bytes, view, now),
             Scheme::Pyrrha(p) => p.on_dequeue(queue, queue_bytes, view, now),
             Scheme::Aquarius(a) => a.on_dequeue(pkt, queue, view, now),
+            Scheme::Proteus(p) => p.on_dequeue(now),
             Scheme::Pfc(_) => {}
         }
     }
@@ -296,6 +310,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.egress_rewrite(mem, pkt.frame, len, port, queue),
             Scheme::Aquarius(a) => a.egress_rewrite(mem, pkt.frame, len, port, queue),
+            Scheme::Proteus(p) => p.egress_rewrite(mem, pkt, len, port),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => len,
         }
     }
@@ -306,6 +321,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.poll(now, out),
             Scheme::Pyrrha(p) => p.poll(out),
             Scheme::Aquarius(a) => a.poll(out),
+            Scheme::Proteus(p) => p.poll(now, out),
         }
     }
 
@@ -316,6 +332,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.poll_due(now),
             Scheme::Pyrrha(p) => p.poll_due(),
             Scheme::Aquarius(a) => a.poll_due(),
+            Scheme::Proteus(p) => p.poll_due(now),
         }
     }
 
@@ -325,6 +342,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.next_deadline(),
             Scheme::Pyrrha(_) => None,
             Scheme::Aquarius(a) => a.next_deadline(),
+            Scheme::Proteus(p) => p.next_deadline(),
         }
     }
 
@@ -333,7 +351,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.watchdog_due(now),
             Scheme::Aquarius(a) => a.timer_due(now),
-            Scheme::Bfc(_) | Scheme::Pyrrha(_) => false,
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => false,
         }
     }
 
@@ -341,7 +359,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.watchdog_tick(now, ports, afc),
             Scheme::Aquarius(a) => a.on_timer(now, afc),
-            Scheme::Bfc(_) | Scheme::Pyrrha(_) => {}
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => {}
         }
     }
 }
@@ -359,20 +377,27 @@ impl Schemes {
             },
         };
         let pfc = pfc::PfcScheme::new(spec, queues.is_some())?.map(|p| Scheme::Pfc(Box::new(p)));
-        Ok(Schemes { queues, pfc })
+        let path = proteus::ProteusScheme::new(spec).map(|p| Scheme::Proteus(Box::new(p)));
+        Ok(Schemes { path, queues, pfc })
     }
 
     /// The schemes, in hook order.
     pub fn list(&self) -> Vec<&Scheme> {
-        self.queues.iter().chain(self.pfc.iter()).collect()
+        self.each().collect()
     }
 
     fn each_mut(&mut self) -> impl Iterator<Item = &mut Scheme> {
-        self.queues.iter_mut().chain(self.pfc.iter_mut())
+        self.path
+            .iter_mut()
+            .chain(self.queues.iter_mut())
+            .chain(self.pfc.iter_mut())
     }
 
     fn each(&self) -> impl Iterator<Item = &Scheme> {
-        self.queues.iter().chain(self.pfc.iter())
+        self.path
+            .iter()
+            .chain(self.queues.iter())
+            .chain(self.pfc.iter())
     }
 
     /// The PFC scheme, if configured.
@@ -401,7 +426,11 @@ impl Schemes {
     /// Before parsing: a scheme may strip a header it added upstream (the data shim).
     #[inline]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
+        // The outer header first: the queue scheme's shim is pushed last (`egress_rewrite`).
         if let Some(s) = &mut self.queues {
+            s.on_ingress(mem, pkt);
+        }
+        if let Some(s) = &mut self.path {
             s.on_ingress(mem, pkt);
         }
     }
@@ -411,6 +440,23 @@ impl Schemes {
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
         if let Some(s) = &mut self.queues {
             s.on_parsed(pkt, meta);
+        }
+    }
+
+    /// A scheme that routes by itself (Proteus's source routing) picks among the `n`
+    /// equal-cost candidates `view` describes; `None` leaves it to the path policy.
+    #[inline]
+    pub fn route(
+        &mut self,
+        pkt: &mut Pkt,
+        t: &loadbal::FiveTuple,
+        n: usize,
+        view: &impl Fn(usize) -> loadbal::Candidate,
+        now: u64,
+    ) -> Option<usize> {
+        match &mut self.path {
+            Some(Scheme::Proteus(p)) => p.route(pkt, t, n, view, now),
+            _ => None,
         }
     }
 
@@ -469,6 +515,9 @@ impl Schemes {
         if let Some(s) = &mut self.queues {
             s.on_dequeue(pkt, queue, queue_bytes, view, now);
         }
+        if let Some(s) = &mut self.path {
+            s.on_dequeue(pkt, queue, queue_bytes, view, now);
+        }
     }
 
     /// The frame of `pkt` goes on the wire of `port` from `queue`: returns its wire length
@@ -481,10 +530,14 @@ impl Schemes {
         port: usize,
         queue: usize,
     ) -> u32 {
-        match &mut self.queues {
-            Some(s) => s.egress_rewrite(mem, pkt, pkt.len, port, queue),
-            None => pkt.len,
+        let mut len = pkt.len;
+        if let Some(s) = &mut self.path {
+            len = s.egress_rewrite(mem, pkt, len, port, queue);
         }
+        if let Some(s) = &mut self.queues {
+            len = s.egress_rewrite(mem, pkt, len, port, queue);
+        }
+        len
     }
 
     /// Feeds the MMU's flow-control events (drained by the caller) and collects the control
@@ -505,15 +558,16 @@ impl Schemes {
     /// the pipeline skip the poll on the common path.
     #[inline]
     pub fn poll_due(&self, now: u64) -> bool {
-        self.queues.as_ref().is_some_and(|s| s.poll_due(now))
+        self.path.as_ref().is_some_and(|s| s.poll_due(now))
+            || self.queues.as_ref().is_some_and(|s| s.poll_due(now))
             || self.pfc.as_ref().is_some_and(|s| s.poll_due(now))
     }
 
-    /// Whether a scheme assigns data queues and keeps per-packet state (without one, the
-    /// per-packet hooks have nothing to do and the stages skip building views for them).
+    /// Whether a queue or path scheme is configured (without one, the per-packet hooks have
+    /// nothing to do and the stages skip building views for them).
     #[inline]
-    pub fn assigns_queues(&self) -> bool {
-        self.queues.is_some()
+    pub fn per_packet(&self) -> bool {
+        self.queues.is_some() || self.path.is_some()
     }
 
     /// When `on_timer` (or `poll`) next has work, if ever.
@@ -547,11 +601,20 @@ impl Schemes {
             Some(Scheme::Aquarius(a)) => Some(a.stats()),
             _ => None,
         };
-        let any = pfc.is_some() || bfc.is_some() || pyrrha.is_some() || aquarius.is_some();
+        let proteus = match &self.path {
+            Some(Scheme::Proteus(p)) => Some(p.stats()),
+            _ => None,
+        };
+        let any = pfc.is_some()
+            || bfc.is_some()
+            || pyrrha.is_some()
+            || aquarius.is_some()
+            || proteus.is_some();
         any.then_some(SchemeStats {
             aquarius,
             bfc,
             pfc,
+            proteus,
             pyrrha,
         })
     }

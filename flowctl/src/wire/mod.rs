@@ -10,6 +10,8 @@
 //! receive and the NIC appends it on transmit.
 
 pub mod pfc;
+// issue 18 (branch proteus): Proteus data shim v2 and feedback signal.
+pub mod proteus;
 pub mod shim;
 pub mod signal;
 

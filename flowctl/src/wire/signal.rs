@@ -27,6 +27,10 @@
 //!                          20 FID (u32): the flow's 32-bit FID hash (`bfc::fid_hash`)
 //!                                                                        -> 24 bytes
 //!        0x11 FLOW RESUME  same fields                                   -> 24 bytes
+//!
+//! Proteus (type codes 0x30-0x3F, `crate::wire::proteus`):
+//!        0x30 FEEDBACK     per-path one-way delay and utilisation, relayed hop by hop
+//!                          toward the source edge
 //! ```
 //!
 //! All fields are big endian. The queue is the one the receiver of the frame (the upstream

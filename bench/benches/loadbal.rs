@@ -1,0 +1,82 @@
+//! Per-packet path decisions of `loadbal` (issue 18): DRILL(2, 1) among a leaf's uplinks and
+//! Proteus's source-edge Algorithm 1 plus a hop's Algorithm 2 (targets: DRILL ≤ 60 ns,
+//! Proteus ≤ 100 ns per packet). Run: `cargo bench -p bench --bench loadbal --
+//! --measurement-time 3`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use loadbal::proteus::{
+    min_queuing_delay, Hop, Params, PathEntry, PathId, PathTable, ProteusSource,
+};
+use loadbal::{Candidate, FiveTuple, PathPolicy};
+use std::net::{IpAddr, Ipv4Addr};
+
+const US: u64 = 1_000_000;
+
+fn drill(c: &mut Criterion) {
+    let t = FiveTuple {
+        proto: 17,
+        src: IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)),
+        dst: IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1)),
+        sport: 49152,
+        dport: 4791,
+    };
+    for n in [4usize, 8] {
+        // Queue depths that change every packet, so the memory is not always the answer.
+        let mut depth: Vec<u64> = (0..n as u64).map(|i| i * 1500).collect();
+        let mut p = PathPolicy::drill(1, 0);
+        let mut k = 0u64;
+        c.bench_function(&format!("drill_pick_{n}"), |b| {
+            b.iter(|| {
+                k = k.wrapping_add(1);
+                depth[(k as usize) % n] = (k * 7919) % 65536;
+                let d = &depth;
+                let view = |i: usize| Candidate {
+                    port: i as u16,
+                    paused: false,
+                    queue_bytes: d[i],
+                    port_bytes: d[i],
+                };
+                black_box(p.pick(black_box(&t), n, view, k))
+            })
+        });
+    }
+}
+
+fn proteus(c: &mut Criterion) {
+    for n in [4u16, 8] {
+        let paths = (0..n)
+            .map(|i| {
+                let mut e = PathEntry::new(PathId(i), i, 10 * US);
+                e.t_pd_ps = (10 + u64::from(i)) * US;
+                e.u_permille = 200 * u32::from(i % 5);
+                e
+            })
+            .collect();
+        let mut src = ProteusSource::new(PathTable::new(Params::default(), paths), 4096);
+        let mut hop = Hop::new();
+        let mut now = 0u64;
+        let mut flow = 0u32;
+        c.bench_function(&format!("proteus_packet_{n}"), |b| {
+            b.iter(|| {
+                now += 120_000; // a 1500 B packet at 100 Gbit/s
+                flow = (flow + 1) & 255; // 256 active flows
+                let Some(mut d) = src.route(black_box(flow), now) else {
+                    return;
+                };
+                let t_qd = min_queuing_delay(black_box(30_000), 100_000_000_000);
+                let paused = black_box(now & 0x3f_0000 == 0);
+                let a = hop.on_arrival(&mut d.shim, d.port, paused, t_qd, |_| true);
+                if paused {
+                    hop.resume(d.port);
+                }
+                Hop::on_departure(&mut d.shim, now, now + t_qd);
+                black_box((a, d));
+            })
+        });
+    }
+}
+
+criterion_group!(benches, drill, proteus);
+criterion_main!(benches);

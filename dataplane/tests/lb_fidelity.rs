@@ -1,0 +1,436 @@
+//! Load balancing in virtual time (issue 18): DRILL beside ECMP on the same leaf-spine, same
+//! flows, same seed. Transport: the fabric's constant-rate UDP flows (no congestion control;
+//! DCQCN is issue 19).
+
+use dataplane::config::LoadBalancer;
+use dataplane::fabric::{Fabric, FabricOptions, SimReport};
+use dataplane::Topology;
+use std::path::{Path, PathBuf};
+
+fn sim_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/sim")
+}
+
+fn run(file: &str) -> SimReport {
+    let mut f = Fabric::load(
+        sim_dir().join(file),
+        &FabricOptions {
+            seed: None,
+            duration: None,
+        },
+    )
+    .unwrap();
+    f.run();
+    f.report()
+}
+
+#[test]
+fn lb_key_defaults_to_ecmp_and_selects_drill() {
+    let plain = Topology::load(sim_dir().join("leafspine.toml")).unwrap();
+    let drill = Topology::load(sim_dir().join("drill-leafspine.toml")).unwrap();
+    let p = plain.resolve().unwrap();
+    let d = drill.resolve().unwrap();
+    for (a, b) in p.switches.iter().zip(&d.switches) {
+        assert_eq!(a.spec.lb, LoadBalancer::Ecmp, "{}", a.name());
+        let want = if b.name().starts_with("leaf") {
+            LoadBalancer::Drill
+        } else {
+            LoadBalancer::Ecmp
+        };
+        assert_eq!(b.spec.lb, want, "{}", b.name());
+    }
+    let bad = std::fs::read_to_string(sim_dir().join("drill-leafspine.toml"))
+        .unwrap()
+        .replacen("\nlb = \"drill\"", "\nlb = \"spray\"", 1);
+    let e = Topology::parse(&bad, Path::new("x.toml")).unwrap_err();
+    assert_eq!(e.key, "lb", "{e}");
+}
+
+/// The leaf-spine permutation (16 line-rate flows, 4 uplinks per leaf): seeded ECMP collides
+/// flows on uplinks (some lose half their packets to 512 KiB tail drops), DRILL(2, 1) spreads
+/// per packet, so nothing is lost and every flow runs near line rate, at the price of
+/// reordering, which the receivers count.
+#[test]
+fn drill_removes_ecmp_collisions_and_reorders() {
+    let e = run("leafspine.toml");
+    let d = run("drill-leafspine.toml");
+    assert_eq!(e.flows.len(), d.flows.len());
+    let lost = |r: &SimReport| r.flows.iter().map(|f| f.lost).sum::<u64>();
+    let reord = |r: &SimReport| r.flows.iter().map(|f| f.reordered).sum::<u64>();
+    let worst = |r: &SimReport| {
+        r.flows
+            .iter()
+            .map(|f| f.throughput_gbps)
+            .fold(f64::INFINITY, f64::min)
+    };
+    assert!(
+        lost(&e) > 0,
+        "ECMP must collide for this comparison to mean anything"
+    );
+    assert_eq!(reord(&e), 0, "ECMP keeps a flow on one path");
+    assert_eq!(lost(&d), 0);
+    assert!(reord(&d) > 0, "per-packet spraying reorders");
+    assert!(worst(&d) > 95.0, "worst DRILL flow {} Gbit/s", worst(&d));
+    assert!(worst(&e) < 60.0, "worst ECMP flow {} Gbit/s", worst(&e));
+}
+
+/// The Clos of the Proteus paper's Fig. 1 reduced to what one flow needs: leaves L1 (S1, S2)
+/// and L3 (R1), spines C1 and C2, 40 Gbit/s, 1 µs links, PFC on priority 3, `lb` everywhere.
+fn clos(lb: &str) -> String {
+    let sw = |name: &str, ports: &[&str], routes: &[(&str, &[&str])]| {
+        let mut s = format!(
+            "[[switch]]\nname = \"{name}\"\nlb = \"{lb}\"\n\
+             defaults = {{ rate = \"40Gbit\", delay = \"1us\", queues = 8 }}\n\
+             buffer = {{ buffer_bytes = 9000000, headroom_mode = \"dsh\", response_ps = 0 }}\n\
+             pfc = {{ enable_mask = 8 }}\nport = ["
+        );
+        s += &ports
+            .iter()
+            .map(|p| format!("{{ name = \"{p}\" }}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        s += "]\n";
+        for (prefix, via) in routes {
+            let via: Vec<String> = via.iter().map(|v| format!("\"{v}\"")).collect();
+            s += &format!(
+                "[[switch.route]]\nprefix = \"{prefix}\"\nvia = [{}]\n",
+                via.join(", ")
+            );
+        }
+        s
+    };
+    let mut t = String::from("name = \"clos\"\n");
+    t += &sw(
+        "L1",
+        &["s1", "s2", "up1", "up2"],
+        &[
+            ("10.0.1.1/32", &["s1"]),
+            ("10.0.1.2/32", &["s2"]),
+            ("10.0.3.0/24", &["up1", "up2"]),
+        ],
+    );
+    t += &sw(
+        "L3",
+        &["r1", "up1", "up2"],
+        &[("10.0.3.1/32", &["r1"]), ("10.0.1.0/24", &["up1", "up2"])],
+    );
+    for c in ["C1", "C2"] {
+        t += &sw(
+            c,
+            &["l1", "l3"],
+            &[("10.0.1.0/24", &["l1"]), ("10.0.3.0/24", &["l3"])],
+        );
+    }
+    for (h, ip, gw) in [
+        ("s1", "10.0.1.1/24", "10.0.1.254"),
+        ("s2", "10.0.1.2/24", "10.0.1.254"),
+        ("r1", "10.0.3.1/24", "10.0.3.254"),
+    ] {
+        t += &format!("[[host]]\nname = \"{h}\"\nip = \"{ip}\"\ngateway = \"{gw}\"\n");
+    }
+    for (a, b) in [
+        ("s1", "L1:s1"),
+        ("s2", "L1:s2"),
+        ("r1", "L3:r1"),
+        ("L1:up1", "C1:l1"),
+        ("L1:up2", "C2:l1"),
+        ("L3:up1", "C1:l3"),
+        ("L3:up2", "C2:l3"),
+    ] {
+        t += &format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\n");
+    }
+    t
+}
+
+mod proteus_at_the_source_edge {
+    use super::clos;
+    use dataplane::frame::{FrameMem, HeapMem};
+    use dataplane::scheme::pfc::emit_pfc;
+    use dataplane::switch::Outputs;
+    use dataplane::wire::data::FrameTemplate;
+    use dataplane::{Switch, Topology};
+    use flowctl::wire::pfc::PfcRepr;
+    use flowctl::wire::proteus::{FeedbackEntry, FeedbackRepr, ShimRepr};
+    use std::path::Path;
+
+    const US: u64 = 1_000_000;
+
+    struct Leaf {
+        sw: Switch,
+        mem: HeapMem,
+        up: [u16; 2],
+        s1: u16,
+        /// Path ids L1 → L3 by uplink.
+        path: [u16; 2],
+        tmpl: FrameTemplate,
+    }
+
+    fn leaf() -> Leaf {
+        let t = Topology::parse(&clos("proteus"), Path::new("clos.toml")).unwrap();
+        let r = t.resolve().unwrap();
+        let l1 = r.switch("L1").unwrap();
+        let spec = l1.spec.clone();
+        let ps = spec
+            .proteus
+            .clone()
+            .expect("lb = proteus gives L1 the path model");
+        let up = [l1.port_index("up1").unwrap(), l1.port_index("up2").unwrap()];
+        let s1 = l1.port_index("s1").unwrap();
+        // L3 is edge 1: its table holds one path per uplink, in route order.
+        let paths: Vec<(u16, u16)> = ps.tables[1]
+            .iter()
+            .map(|&(id, port, _)| (id, port))
+            .collect();
+        assert_eq!(paths.iter().map(|p| p.1).collect::<Vec<_>>(), up.to_vec());
+        let h = &r.hosts[r.host_index("s1").unwrap() as usize];
+        let dst = r.hosts[r.host_index("r1").unwrap() as usize].ip;
+        let tmpl = FrameTemplate {
+            src_mac: h.mac,
+            dst_mac: h.peer_mac.unwrap(),
+            src_ip: h.ip,
+            dst_ip: dst,
+            sport: 49152,
+            dport: 4791,
+            prio: 3,
+            vlan: false,
+            ecn: false,
+        };
+        Leaf {
+            sw: Switch::single(spec, 0).unwrap(),
+            mem: HeapMem::new(256, 2048),
+            up,
+            s1,
+            path: [paths[0].0, paths[1].0],
+            tmpl,
+        }
+    }
+
+    impl Leaf {
+        fn rx(&mut self, port: u16, bytes: &[u8], now: u64) {
+            let f = self.mem.alloc_with(bytes).unwrap();
+            let mut out = Outputs::new();
+            self.sw
+                .receive(&mut self.mem, port, f, bytes.len() as u32, now, &mut out);
+        }
+
+        fn data(&mut self, now: u64) {
+            let mut b = vec![0u8; 1000];
+            self.tmpl.emit_headers(&mut b, 1000);
+            self.rx(self.s1, &b, now);
+        }
+
+        fn pfc(&mut self, up: usize, quanta: u16, now: u64) {
+            let mut q = [0u16; 8];
+            q[3] = quanta;
+            let r = PfcRepr {
+                src_addr: [2, 0, 0, 0, 0, 9],
+                class_enable: 1 << 3,
+                quanta: q,
+            };
+            let mut b = vec![0u8; 128];
+            let n = emit_pfc(&r, &mut b);
+            self.rx(self.up[up], &b[..n], now);
+        }
+
+        /// Data packets queued on uplink `i` so far.
+        fn enq(&self, i: usize) -> u64 {
+            let p = usize::from(self.up[i]);
+            self.sw.shared.counters[p].queues[3].enq_pkts.get()
+        }
+
+        /// Serves uplink `i` from `now` for 20 µs; the Proteus shims of the frames it sent.
+        fn drain(&mut self, i: usize, now: u64) -> Vec<ShimRepr> {
+            let mut out = Outputs::new();
+            for k in 0..200 {
+                self.sw
+                    .service(&mut self.mem, self.up[i], now + k * US / 10, &mut out);
+            }
+            out.tx
+                .iter()
+                .filter_map(|&(f, len)| {
+                    let d = &self.mem.data(f)[..len as usize];
+                    (d[12..14] == [0x88, 0xb6]).then(|| {
+                        ShimRepr::parse(&flowctl::wire::proteus::Frame::new_unchecked(d)).unwrap()
+                    })
+                })
+                .collect()
+        }
+    }
+
+    /// §III-B.2 on real frames: with equal paths `t_td` is 0, so the first packet that meets a
+    /// PFC-paused uplink (and a packet ahead of it) takes the alternative, the path is out
+    /// until PFC resumes, and the flow stays on the alternative after it resumes; frames leave
+    /// with the version-2 shim naming the path they took.
+    #[test]
+    fn a_pause_on_the_chosen_uplink_moves_the_flow_to_the_other_spine() {
+        let mut l = leaf();
+        l.data(0);
+        let first = (0..2)
+            .find(|&i| l.enq(i) == 1)
+            .expect("queued on an uplink");
+        let other = 1 - first;
+        // The uplink is paused with the first packet still queued behind the pause.
+        l.pfc(first, 0xFFFF, 10);
+        l.data(2 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 1), "rerouted");
+        l.pfc(first, 0, 3 * US);
+        l.data(4 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 2), "the flow followed");
+        let st = l.sw.scheme_stats(5 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.routed, st.hop_reroutes), (3, 1));
+        let on_other = l.drain(other, 10 * US);
+        assert_eq!(on_other.len(), 2);
+        for s in &on_other {
+            assert_eq!(s.path, l.path[other]);
+            assert!(!s.alts.contains(&l.path[other]));
+        }
+        let on_first = l.drain(first, 10 * US);
+        assert_eq!(on_first.len(), 1);
+        assert_eq!(on_first[0].path, l.path[first]);
+        assert_eq!(on_first[0].alts[0], l.path[other]);
+    }
+
+    /// Better late than never: with feedback saying the other path is 7 µs slower
+    /// (`t_td` = 7 µs), a pause in front of one packet (`t_qd` ≈ 0.2 µs) is tolerated.
+    #[test]
+    fn a_short_pause_is_waited_out_when_the_alternative_is_much_slower() {
+        let mut l = leaf();
+        // Feedback for L1 (edge 0): path via up2 at 3 µs (non-congested: base 2 × (1 µs +
+        // 306 ns), RTT_low 1.3 × that = 3.4 µs), path via up1 at 10 µs and idle
+        // (undetermined).
+        let fb = FeedbackRepr {
+            dst_addr: [1, 0x80, 0xc2, 0, 0, 0x0e],
+            src_addr: [2, 0, 0, 0, 0, 9],
+            edge: 0,
+            entries: vec![
+                FeedbackEntry {
+                    path: l.path[0],
+                    t_pd_ns: 10_000,
+                    u_permille: 0,
+                },
+                FeedbackEntry {
+                    path: l.path[1],
+                    t_pd_ns: 3_000,
+                    u_permille: 500,
+                },
+            ],
+        };
+        let mut b = vec![0u8; 128];
+        let n = fb.emit(&mut b);
+        l.rx(l.up[0], &b[..n], 0);
+        l.data(US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 1), "the faster path");
+        l.pfc(1, 0xFFFF, 2 * US);
+        l.data(3 * US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 2), "tolerated: t_td 7 us > t_qd");
+        let st = l.sw.scheme_stats(4 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.feedback_applied, st.hop_reroutes), (1, 0));
+        l.pfc(1, 0, 5 * US);
+        let shims = l.drain(1, 5 * US);
+        assert_eq!(shims.len(), 2);
+        // t_td = 10 − 3 = 7 µs less each packet's sojourn here (CST): the first waited from
+        // 1 µs to 5 µs (3 µs left), the second from 3 µs until the wire is free after the
+        // first's 1016-byte frame (203.2 ns at 40 Gbit/s), which `drain`'s 100 ns service
+        // steps see at 5.3 µs: 4.7 µs left.
+        assert_eq!(shims[0].t_td_ns, 3_000, "{shims:?}");
+        assert_eq!(shims[1].t_td_ns, 4_700, "{shims:?}");
+    }
+}
+
+/// One run of `deploy/sim/proteus-fig4.toml` with `lb` on every switch: (the report, L1's
+/// Proteus counters, how long each spine's port toward L3 was PFC-paused, µs).
+fn fig4(
+    lb: &str,
+) -> (
+    SimReport,
+    Option<dataplane::scheme::proteus::ProteusStats>,
+    [f64; 2],
+) {
+    let text = std::fs::read_to_string(sim_dir().join("proteus-fig4.toml"))
+        .unwrap()
+        .replace("\nlb = \"proteus\"", &format!("\nlb = \"{lb}\""));
+    let t = Topology::parse(&text, Path::new("fig4.toml")).unwrap();
+    let mut f = Fabric::new(
+        &t,
+        &FabricOptions {
+            seed: None,
+            duration: None,
+        },
+    )
+    .unwrap();
+    f.run();
+    let now = f.now();
+    let l1 = f.switch("L1").unwrap().scheme_stats(now).unwrap().proteus;
+    let paused = ["C1", "C2"].map(|c| {
+        let sw = f.switch(c).unwrap();
+        let l3 = sw
+            .shared
+            .spec
+            .ports
+            .iter()
+            .position(|p| p.name == "l3")
+            .unwrap();
+        let p = sw.scheme_stats(now).unwrap().pfc.unwrap();
+        p.ports[l3]
+            .iter()
+            .find(|c| c.prio == 3)
+            .unwrap()
+            .rx_pause_us
+    });
+    (f.report(), l1, paused)
+}
+
+/// §II-B.3, Fig. 4, and §V-B's "FCT of f1 lower by 34 % than DRILL": the same Clos, flows and
+/// seed under ECMP, DRILL and Proteus (transport: constant-rate UDP, PFC-honouring NICs; no
+/// DCQCN yet, issue 19).
+///
+/// What happens (measured, deterministic): DRILL sprays S2's bursts over both spines per
+/// packet, so both spines' ports toward L3 are paused for most of the bursts (735 and 891 µs)
+/// and the victim f1, sprayed too, waits behind the pause whichever spine it takes. ECMP keeps
+/// each flow on one spine and here hashes f1 onto the spine S2's bursts pause. Proteus keeps
+/// S2 on one spine (C1, paused 1127 µs); when that pause reaches L1's uplink, Algorithm 2 moves
+/// f1 to C2 (paused 123 µs) and the flow follows. f1 finishes in 979 µs under Proteus, 1397 µs
+/// under DRILL (−30 %; the paper: −34 %) and 1775 µs under ECMP.
+///
+/// Reordering: Proteus reorders 6 of f1's 1334 packets, not 0. They are the packets that take
+/// the alternative at L1 while f1's earlier packets still wait behind the pause on the old
+/// path (at L1 and at C1): Algorithm 2 as the paper states it reroutes on `t_td ≤ t_qd` alone
+/// and says nothing of packets of the same flow ahead of it. The check is that it is two
+/// orders of magnitude below DRILL's, not zero; the gap is reported in notes/proteus.md.
+#[test]
+fn fig4_victim_avoids_the_paused_spine_under_proteus_only() {
+    let (e, _, e_paused) = fig4("ecmp");
+    let (d, _, d_paused) = fig4("drill");
+    let (p, st, p_paused) = fig4("proteus");
+    let f1 = |r: &SimReport| r.flows.iter().find(|f| f.name == "f1").unwrap().clone();
+    for r in [&e, &d, &p] {
+        assert!(r.flows.iter().all(|f| f.lost == 0), "PFC is lossless");
+        assert!(f1(r).fct_ps.is_some(), "f1 completes");
+    }
+    let fct = |r: &SimReport| f1(r).fct_ps.unwrap() as f64;
+    // DRILL: both spines paused for most of the 400 µs of bursts and beyond.
+    assert!(d_paused.iter().all(|&us| us > 500.0), "{d_paused:?}");
+    // Proteus: one spine paused long, the other briefly; f1 moved at L1.
+    let (long, short) = (p_paused[0].max(p_paused[1]), p_paused[0].min(p_paused[1]));
+    assert!(long > 500.0 && short < 200.0, "{p_paused:?}");
+    let st = st.unwrap();
+    assert!(st.hop_reroutes >= 1, "{st:?}");
+    assert!(
+        st.feedback_applied > 0,
+        "feedback reached the source edge: {st:?}"
+    );
+    // f1's FCT: roughly the paper's margin over DRILL, and below ECMP.
+    let (fe, fd, fp) = (fct(&e), fct(&d), fct(&p));
+    assert!(fp < 0.75 * fd, "Proteus {fp} vs DRILL {fd}");
+    assert!(
+        fp < 0.75 * fe,
+        "Proteus {fp} vs ECMP {fe} (ECMP paused {e_paused:?})"
+    );
+    assert!(f1(&e).reordered == 0);
+    assert!(f1(&d).reordered >= 100, "{}", f1(&d).reordered);
+    assert!(
+        f1(&p).reordered * 20 < f1(&d).reordered,
+        "{}",
+        f1(&p).reordered
+    );
+}

@@ -1,0 +1,304 @@
+//! Algorithm 1 at the source edge (§III-B.1) and the shim it writes (§III-B.2, §IV-A).
+//!
+//! A flow table entry per flow (as §IV-A's: flow id, last forwarded time, selected path, three
+//! alternatives) remembers where the flow goes. A packet of a new flow runs SelectPath over
+//! all active paths. A packet of a known flow may move only to a path `p'` whose delay is lower
+//! than its current path `p`'s by less than the gap since the flow's previous packet
+//! (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it then arrives after that packet, so
+//! the reroute preserves order; among such paths SelectPath decides. Otherwise it stays.
+//!
+//! The shim carries the chosen path, the next three paths in SelectPath order over all active
+//! paths (the alternatives a downstream switch reroutes to, in priority order), and the
+//! tolerable delay `t_td`: the delay difference between the optimal and the sub-optimal path,
+//! `D_ps − D_po` of §III-C, 0 if the alternative is the faster one.
+//!
+//! Ties among equal paths are broken by the flow key (`PathTable::select_salted`), so flows
+//! that start before any feedback spread like ECMP instead of all taking the first path.
+//!
+//! The table is direct-mapped on the flow key like the paper's hardware table (CRC-16 flow ids
+//! there, a 32-bit key here); a colliding flow evicts the entry and is treated as new.
+
+use super::path::{PathId, PathTable};
+
+/// What Proteus writes into a packet (the 9-byte shim of §IV-A, in host units).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shim {
+    /// The selected path.
+    pub path: PathId,
+    /// Alternatives in priority order; [`PathId::NONE`] where there are fewer.
+    pub alts: [PathId; 3],
+    /// Tolerable delay `t_td`, ps; decremented by the sojourn time at every switch.
+    pub t_td_ps: u64,
+}
+
+impl Shim {
+    /// Largest `t_td` the wire carries (24 bits of ns, §IV-A), ps.
+    pub const T_TD_MAX_PS: u64 = 0xFF_FFFF * 1000;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct FlowEntry {
+    key: u32,
+    valid: bool,
+    /// Path table index.
+    path: u16,
+    alts: [u16; 3],
+    n_alts: u8,
+    /// `t_pre`: when the flow's last packet was forwarded, ps.
+    t_pre: u64,
+}
+
+/// One packet's routing at the source edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Path table index of the chosen path.
+    pub index: usize,
+    /// Its local egress port.
+    pub port: u16,
+    pub shim: Shim,
+    /// The flow was known and moved (an order-preserving reroute).
+    pub rerouted: bool,
+}
+
+/// Algorithm 1 for the paths to one destination edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProteusSource {
+    pub table: PathTable,
+    flows: Vec<FlowEntry>,
+}
+
+impl ProteusSource {
+    /// `flow_slots` is rounded up to a power of two.
+    pub fn new(table: PathTable, flow_slots: usize) -> Self {
+        ProteusSource {
+            table,
+            flows: vec![FlowEntry::default(); flow_slots.max(1).next_power_of_two()],
+        }
+    }
+
+    #[inline]
+    fn slot(&self, key: u32) -> usize {
+        // Fibonacci hashing spreads keys that differ only in high bits.
+        (key.wrapping_mul(0x9E37_79B9) as usize) & (self.flows.len() - 1)
+    }
+
+    /// Routes one packet of flow `key` at `now` (Algorithm 1); `None` without an active path.
+    #[inline]
+    pub fn route(&mut self, key: u32, now: u64) -> Option<Decision> {
+        let s = self.slot(key);
+        let e = self.flows[s];
+        let t = &self.table;
+        let (path, alts, n_alts, rerouted) = if e.valid && e.key == key {
+            let p = t.paths[usize::from(e.path)];
+            let gap = now.saturating_sub(e.t_pre);
+            let faster = |_: usize, q: &super::PathEntry| {
+                q.t_pd_ps < p.t_pd_ps && p.t_pd_ps - q.t_pd_ps < gap
+            };
+            let (r, n) = t.select_salted(faster, key as usize);
+            if n == 0 {
+                // Line 13: no order-preserving better path, stay.
+                (
+                    usize::from(e.path),
+                    e.alts.map(usize::from),
+                    e.n_alts as usize,
+                    false,
+                )
+            } else {
+                let chosen = r[0];
+                let (alts, n) = alternatives(t, chosen, key as usize);
+                (chosen, alts, n, true)
+            }
+        } else {
+            let (r, n) = t.select_salted(|_, _| true, key as usize);
+            if n == 0 {
+                return None;
+            }
+            let (alts, n) = alternatives(t, r[0], key as usize);
+            (r[0], alts, n, false)
+        };
+        let chosen = &t.paths[path];
+        let mut shim = Shim {
+            path: chosen.id,
+            alts: [PathId::NONE; 3],
+            t_td_ps: Shim::T_TD_MAX_PS,
+        };
+        for (k, &a) in alts.iter().take(n_alts).enumerate() {
+            shim.alts[k] = t.paths[a].id;
+        }
+        if n_alts > 0 {
+            shim.t_td_ps = t.paths[alts[0]]
+                .t_pd_ps
+                .saturating_sub(chosen.t_pd_ps)
+                .min(Shim::T_TD_MAX_PS);
+        }
+        let port = chosen.port;
+        self.flows[s] = FlowEntry {
+            key,
+            valid: true,
+            path: path as u16,
+            alts: alts.map(|a| a as u16),
+            n_alts: n_alts as u8,
+            t_pre: now,
+        };
+        Some(Decision {
+            index: path,
+            port,
+            shim,
+            rerouted,
+        })
+    }
+}
+
+impl ProteusSource {
+    /// Algorithm 2 moved flow `key`'s packet to path `to` at this (source) switch: the flow
+    /// follows it, so that its later packets take the same path as the rerouted one ("all
+    /// rerouted packets are sent to the same path", §III-B.2) rather than returning to the old
+    /// path when PFC resumes and overtaking or being overtaken there.
+    pub fn follow(&mut self, key: u32, to: PathId) {
+        let s = self.slot(key);
+        let Some(i) = self.table.index_of(to) else {
+            return;
+        };
+        let e = &mut self.flows[s];
+        if e.valid && e.key == key {
+            let (alts, n) = alternatives(&self.table, i, key as usize);
+            e.path = i as u16;
+            e.alts = alts.map(|a| a as u16);
+            e.n_alts = n as u8;
+        }
+    }
+}
+
+/// The three best active paths other than `chosen`, in SelectPath order (ties salted as the
+/// choice was).
+#[inline]
+fn alternatives(t: &PathTable, chosen: usize, salt: usize) -> ([usize; 3], usize) {
+    let (r, n) = t.select_salted(|_, _| true, salt);
+    let mut out = [usize::MAX; 3];
+    let mut k = 0;
+    for &i in r.iter().take(n) {
+        if i != chosen && k < 3 {
+            out[k] = i;
+            k += 1;
+        }
+    }
+    (out, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::{Params, PathEntry};
+    use super::*;
+
+    const US: u64 = 1_000_000;
+
+    /// Four paths, base one-way delay 10 us (RTT_low 13 us), ports 0..4.
+    fn table(t_pd_us: [u64; 4], u: [u32; 4]) -> PathTable {
+        PathTable::new(
+            Params::default(),
+            (0..4)
+                .map(|i| {
+                    let mut e = PathEntry::new(PathId(100 + i as u16), i as u16, 10 * US);
+                    e.t_pd_ps = t_pd_us[i] * US;
+                    e.u_permille = u[i];
+                    e
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn new_flow_selects_and_fills_the_shim() {
+        // Path 101 non-congested 11 us; 102 non-congested 12 us; 100 undetermined (PFC,
+        // u 0.3, 20 us); 103 congested (u 1, 15 us).
+        let mut s = ProteusSource::new(table([20, 11, 12, 15], [300, 500, 500, 1000]), 16);
+        let d = s.route(7, 0).unwrap();
+        assert_eq!(d.port, 1);
+        assert!(!d.rerouted);
+        assert_eq!(d.shim.path, PathId(101));
+        assert_eq!(d.shim.alts, [PathId(102), PathId(100), PathId(103)]);
+        // t_td = D_ps − D_po = 12 − 11 us.
+        assert_eq!(d.shim.t_td_ps, US);
+    }
+
+    #[test]
+    fn existing_flow_reroutes_only_when_order_preserving() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        assert_eq!(s.route(1, 0).unwrap().shim.path, PathId(100));
+        // Path 100 slows to 16 us; 101 is 5 us faster, 102 4 us, 103 3 us.
+        s.table.feedback(PathId(100), 16 * US, 0);
+        // Gap 2 us: no path is faster by less than 2 us: stay (line 13).
+        let d = s.route(1, 2 * US).unwrap();
+        assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
+        // Gap 4.5 us (from 2 us): 103 (3 us faster) and 102 (4 us faster) qualify, 101 (5 us)
+        // would overtake the previous packet. SelectPath among {102, 103}: min delay, 102.
+        let d = s.route(1, 6 * US + US / 2).unwrap();
+        assert_eq!((d.shim.path, d.rerouted), (PathId(102), true));
+        // Its alternatives rank all other active paths: 101 (11 us, non-congested) first;
+        // 103 (13 us, exactly RTT_low) and 100 (16 us) are both undetermined (RTT ≥ RTT_low,
+        // u 0 < 1), equal by utilisation, so the tie goes cyclically from table index
+        // key % 4 = 1 on: 103 (index 3) before 100 (index 0).
+        assert_eq!(d.shim.alts, [PathId(101), PathId(103), PathId(100)]);
+        // The alternative is faster: nothing to tolerate.
+        assert_eq!(d.shim.t_td_ps, 0);
+        // The flow now lives on 102: a later packet 100 us on may take 101 (1 us faster).
+        let d = s.route(1, 106 * US).unwrap();
+        assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+    }
+
+    #[test]
+    fn an_existing_flow_never_moves_to_a_slower_path() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        s.route(3, 0).unwrap();
+        // Its path turns congested (14 us, full); the others turn undetermined at 20 us.
+        // A new flow prefers undetermined to congested (line 20 before 23) ...
+        s.table.feedback(PathId(100), 14 * US, 1000);
+        for id in 101..104 {
+            s.table.feedback(PathId(id), 20 * US, 100);
+        }
+        assert_eq!(s.route(4, 0).unwrap().shim.path, PathId(101));
+        // ... but the existing flow only ever moves to a faster path (lines 6–8): none is.
+        for k in 1..10 {
+            let d = s.route(3, k * 1000 * US).unwrap();
+            assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
+        }
+    }
+
+    #[test]
+    fn inactive_paths_are_skipped_and_no_path_means_none() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        s.table.set_port_active(0, false);
+        let d = s.route(9, 0).unwrap();
+        assert_eq!(d.shim.path, PathId(101));
+        assert_eq!(d.shim.alts, [PathId(102), PathId(103), PathId::NONE]);
+        for p in 0..4 {
+            s.table.set_port_active(p, false);
+        }
+        assert_eq!(s.route(10, 0), None);
+    }
+
+    #[test]
+    fn a_flow_follows_a_local_reroute() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        assert_eq!(s.route(5, 0).unwrap().shim.path, PathId(100));
+        s.follow(5, PathId(102));
+        let d = s.route(5, 100).unwrap();
+        assert_eq!((d.shim.path, d.rerouted), (PathId(102), false));
+        // Its stored alternatives exclude the new path; another flow is not moved.
+        assert!(!d.shim.alts.contains(&PathId(102)));
+        s.follow(6, PathId(103));
+        assert_eq!(s.route(6, 0).unwrap().shim.path, PathId(100));
+    }
+
+    #[test]
+    fn single_path_tolerates_everything() {
+        let t = PathTable::new(
+            Params::default(),
+            vec![PathEntry::new(PathId(5), 2, 10 * US)],
+        );
+        let mut s = ProteusSource::new(t, 1);
+        let d = s.route(1, 0).unwrap();
+        assert_eq!(d.shim.alts, [PathId::NONE; 3]);
+        assert_eq!(d.shim.t_td_ps, Shim::T_TD_MAX_PS);
+    }
+}
