@@ -68,6 +68,7 @@ impl FrameMem for HeapMem {
         &self.buf[o..o + self.room]
     }
 
+    #[inline]
     fn with_mut<R>(&mut self, f: FrameId, g: impl FnOnce(&mut [u8]) -> R) -> R {
         let o = f.0 as usize * self.room;
         g(&mut self.buf[o..o + self.room])

@@ -147,6 +147,7 @@ pub fn parse(frame: &[u8]) -> Result<PacketMeta, DropReason> {
 }
 
 /// Rewrites a routed IP packet in place: TTL/hop limit minus one (checksum kept valid).
+#[inline]
 pub fn decrement_ttl(frame: &mut [u8], meta: &PacketMeta) {
     let l3 = &mut frame[usize::from(meta.l3_off)..];
     match meta.ethertype {

@@ -495,7 +495,10 @@ impl Fabric {
                         .shared()
                         .snapshot(now as f64 / 1e12, n.egress.buffer().stats_json());
                     // PFC, watchdog and BFC counters, as `xoff ctl stats --json` has them.
-                    s.pfc = n.egress.scheme_stats(now).map(crate::scheme::StatsSet::One);
+                    s.pfc = n
+                        .egress
+                        .scheme_stats(now)
+                        .map(|st| crate::scheme::StatsSet::One(Box::new(st)));
                     s
                 })
                 .collect(),

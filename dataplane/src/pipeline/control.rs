@@ -14,7 +14,7 @@ impl Switch {
     /// they want sent now.
     /// Runs after every receive and service, so the common case (no event, nothing due) is
     /// an inlined check; the work itself stays out of line.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn control_out<M: FrameMem>(&mut self, mem: &mut M, now: u64, out: &mut Outputs) {
         if self.buffer.has_events() || self.schemes.poll_due(now) {
             self.emit_control(mem, now, out);

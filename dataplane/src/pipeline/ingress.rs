@@ -135,7 +135,12 @@ impl Switch {
             }
         };
         // A path scheme (Proteus) routes by itself; else the path policy picks.
-        let routed = self.schemes.route(pkt, tuple, group.len(), &view, now);
+        // (`view` is `Copy`: it is built where a scheme or policy reads it.)
+        let routed = if self.schemes.routes() {
+            self.schemes.route(pkt, tuple, group.len(), view, now)
+        } else {
+            None
+        };
         let Some(i) = routed.or_else(|| self.policy.pick(tuple, group.len(), view, now)) else {
             return Route::Drop(DropReason::NoRoute);
         };

@@ -143,7 +143,7 @@ impl AquariusScheme {
     }
 
     /// Strips the data shim: the upstream queue goes into the packet's metadata.
-    #[inline]
+    #[inline(never)]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
         let mut m = Meta::get(pkt);
         m.upq = match super::shim_pop(mem, pkt.frame, pkt.len) {
@@ -156,7 +156,7 @@ impl AquariusScheme {
         m.set(pkt);
     }
 
-    #[inline]
+    #[inline(never)]
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
         let mut m = Meta::get(pkt);
         m.fid = super::flow_id(meta);
@@ -164,7 +164,7 @@ impl AquariusScheme {
     }
 
     /// Alg. 1 lines 2–6 (and §3.3's steering into `rsvQ`).
-    #[inline]
+    #[inline(never)]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
         let paused = view.pause.paused_mask(now);
         let mut m = Meta::get(pkt);
@@ -179,7 +179,7 @@ impl AquariusScheme {
     }
 
     /// Undoes the assignment of a packet that was not queued.
-    #[inline]
+    #[inline(never)]
     pub fn on_drop(&mut self, pkt: &Pkt, now: u64) {
         let m = Meta::get(pkt);
         self.aq
@@ -187,7 +187,7 @@ impl AquariusScheme {
     }
 
     /// Alg. 1 lines 7–16.
-    #[inline]
+    #[inline(never)]
     pub fn on_enqueue(
         &mut self,
         pkt: &mut Pkt,
@@ -219,7 +219,7 @@ impl AquariusScheme {
     }
 
     /// Alg. 2.
-    #[inline]
+    #[inline(never)]
     pub fn on_dequeue(&mut self, pkt: &Pkt, queue: usize, view: &PortView<'_>, now: u64) {
         let m = Meta::get(pkt);
         if let Some(s) = self.aq.on_dequeue(
@@ -249,7 +249,7 @@ impl AquariusScheme {
     }
 
     /// Toward a peer that speaks the shim: the frame carries the queue it left from.
-    #[inline]
+    #[inline(never)]
     pub fn egress_rewrite<M: FrameMem>(
         &mut self,
         mem: &mut M,

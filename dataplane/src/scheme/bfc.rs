@@ -189,7 +189,7 @@ impl BfcScheme {
     }
 
     /// A packet left `queue` (sent or dropped), which now holds `queue_bytes`.
-    #[inline]
+    #[inline(always)]
     pub fn on_dequeue(
         &mut self,
         pkt: &Pkt,

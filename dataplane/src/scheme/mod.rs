@@ -150,7 +150,7 @@ pub struct SchemeStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum StatsSet {
-    One(SchemeStats),
+    One(Box<SchemeStats>),
     PerPipe(Vec<SchemeStats>),
 }
 
@@ -159,7 +159,7 @@ impl StatsSet {
     pub fn collect(per: Vec<SchemeStats>) -> Option<Self> {
         match per.len() {
             0 => None,
-            1 => per.into_iter().next().map(StatsSet::One),
+            1 => per.into_iter().next().map(|s| StatsSet::One(Box::new(s))),
             _ => Some(StatsSet::PerPipe(per)),
         }
     }
@@ -167,7 +167,7 @@ impl StatsSet {
     /// Every pipe's statistics.
     pub fn pipes(&self) -> &[SchemeStats] {
         match self {
-            StatsSet::One(s) => std::slice::from_ref(s),
+            StatsSet::One(s) => std::slice::from_ref(&**s),
             StatsSet::PerPipe(v) => v,
         }
     }
@@ -224,7 +224,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
         match self {
             Scheme::Bfc(b) => b.on_ingress(mem, pkt),
@@ -234,7 +234,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
         match self {
             Scheme::Bfc(b) => b.on_parsed(pkt, meta),
@@ -244,7 +244,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
         match self {
             Scheme::Bfc(b) => b.select_queue(pkt, view, now),
@@ -254,7 +254,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_drop(&mut self, pkt: &Pkt, now: u64) {
         match self {
             Scheme::Bfc(b) => b.on_drop(pkt, now),
@@ -263,7 +263,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_enqueue(
         &mut self,
         pkt: &mut Pkt,
@@ -280,7 +280,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_dequeue(
         &mut self,
         pkt: &Pkt,
@@ -298,7 +298,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn egress_rewrite<M: FrameMem>(
         &mut self,
         mem: &mut M,
@@ -325,7 +325,7 @@ impl Scheme {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn poll_due(&self, now: u64) -> bool {
         match self {
             Scheme::Pfc(p) => p.poll_due(now),
@@ -443,6 +443,12 @@ impl Schemes {
         }
     }
 
+    /// Whether a path scheme routes packets itself (`route`).
+    #[inline]
+    pub fn routes(&self) -> bool {
+        self.path.is_some()
+    }
+
     /// A scheme that routes by itself (Proteus's source routing) picks among the `n`
     /// equal-cost candidates `view` describes; `None` leaves it to the path policy.
     #[inline]
@@ -451,11 +457,11 @@ impl Schemes {
         pkt: &mut Pkt,
         t: &loadbal::FiveTuple,
         n: usize,
-        view: &impl Fn(usize) -> loadbal::Candidate,
+        view: impl Fn(usize) -> loadbal::Candidate,
         now: u64,
     ) -> Option<usize> {
         match &mut self.path {
-            Some(Scheme::Proteus(p)) => p.route(pkt, t, n, view, now),
+            Some(Scheme::Proteus(p)) => p.route(pkt, t, n, &view, now),
             _ => None,
         }
     }
@@ -556,7 +562,7 @@ impl Schemes {
 
     /// Whether `poll` has work at `now` without MMU events (a frame or timer is due): lets
     /// the pipeline skip the poll on the common path.
-    #[inline]
+    #[inline(always)]
     pub fn poll_due(&self, now: u64) -> bool {
         self.path.as_ref().is_some_and(|s| s.poll_due(now))
             || self.queues.as_ref().is_some_and(|s| s.poll_due(now))
@@ -622,7 +628,7 @@ impl Schemes {
 
 /// The flow identifier hash of a parsed frame (5-tuple, else the MAC addresses and
 /// EtherType), shared by the schemes that keep per-flow state.
-#[inline]
+#[inline(always)]
 pub fn flow_id(m: &PacketMeta) -> u32 {
     let ip = |a: &std::net::IpAddr| match a {
         std::net::IpAddr::V4(v) => u128::from(u32::from(*v)),

@@ -233,7 +233,7 @@ impl ProteusScheme {
 
     /// Pops the version-2 shim into the metadata (every packet gets Proteus metadata here,
     /// "no shim" if it had none).
-    #[inline]
+    #[inline(never)]
     pub fn on_ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) {
         let mut m = Meta::NONE;
         let d = mem.data(pkt.frame);
@@ -254,7 +254,7 @@ impl ProteusScheme {
 
     /// Where `pkt` goes among the `n` candidates `view` describes, or `None` to leave it to
     /// the switch's path policy (no Proteus route: local traffic, destination edge).
-    #[inline]
+    #[inline(never)]
     pub fn route(
         &mut self,
         pkt: &mut Pkt,
@@ -355,13 +355,13 @@ impl ProteusScheme {
     }
 
     /// Remembers the departure time for `egress_rewrite`.
-    #[inline]
+    #[inline(never)]
     pub fn on_dequeue(&mut self, now: u64) {
         self.now = now;
     }
 
     /// Pushes the shim, `t_td` less the sojourn here, toward a Proteus peer.
-    #[inline]
+    #[inline(never)]
     pub fn egress_rewrite<M: FrameMem>(
         &mut self,
         mem: &mut M,

@@ -130,6 +130,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 
     /// Decrements the TTL, updating the checksum incrementally (RFC 1624). The caller checks
     /// that the TTL is above 1 first.
+    #[inline]
     pub fn decrement_ttl(&mut self) {
         let ttl = self.ttl();
         self.set_ttl(ttl.wrapping_sub(1));

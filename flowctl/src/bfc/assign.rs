@@ -34,6 +34,7 @@ const UNASSIGNED: u8 = 0xFF;
 
 /// A 32-bit hash of a flow identifier (addresses as 128-bit integers, IPv4 mapped), the same
 /// at every device (switches and fabric NICs).
+#[inline]
 pub fn fid_hash(src: u128, dst: u128, sport: u16, dport: u16, proto: u8) -> u32 {
     let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
     for w in [

@@ -32,15 +32,23 @@ pub struct ReproArgs {
     out: PathBuf,
 }
 
-/// The papers `xoff repro` knows, in report order, with the issue that adds each one not yet
-/// built.
+/// The papers `xoff repro` knows, in report order, with why a paper has no rows yet.
 const PAPERS: &[(&str, Option<&str>)] = &[
     ("dsh", None),
     ("pfc", None),
     ("bfc", None),
-    ("aquarius", Some("issue 16 (Aquarius) has not landed")),
-    ("pyrrha", Some("issue 17 (Pyrrha) has not landed")),
-    ("proteus", Some("issue 18 (Proteus) has not landed")),
+    (
+        "aquarius",
+        Some("the scheme is built (issue 16); its §4 rows are not in repro yet (dataplane/tests/aquarius_fidelity.rs)"),
+    ),
+    (
+        "pyrrha",
+        Some("the scheme is built (issue 17); its §5.2 rows are not in repro yet (dataplane/tests/pyrrha_fidelity.rs)"),
+    ),
+    (
+        "proteus",
+        Some("the scheme is built (issue 18); its §II rows are not in repro yet (dataplane/tests/lb_fidelity.rs)"),
+    ),
 ];
 
 /// What a row's measured value must satisfy.

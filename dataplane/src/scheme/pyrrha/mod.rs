@@ -93,7 +93,7 @@ impl PyrrhaScheme {
     }
 
     /// Keeps what the path calculation needs: the IPv4 destination and the unseeded hash.
-    #[inline]
+    #[inline(never)]
     pub fn on_parsed(&mut self, pkt: &mut Pkt, meta: &PacketMeta) {
         pkt.scheme.0 = match meta.five_tuple() {
             Some(t) => match t.dst {
@@ -105,7 +105,7 @@ impl PyrrhaScheme {
     }
 
     /// The OQ (`pkt.queue`, by priority) or the IQ of the roots the packet's path crosses.
-    #[inline]
+    #[inline(never)]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
         if self.pyrrha.roots().is_empty() {
             return;
@@ -129,7 +129,7 @@ impl PyrrhaScheme {
     }
 
     /// Thresholds on enqueue into `queue` (holding `queue_bytes` before the packet).
-    #[inline]
+    #[inline(never)]
     pub fn on_enqueue(
         &mut self,
         pkt: &Pkt,
@@ -144,7 +144,7 @@ impl PyrrhaScheme {
     }
 
     /// Order marks, resume thresholds and IQ lifetimes on leaving `queue` (now `queue_bytes`).
-    #[inline]
+    #[inline(never)]
     pub fn on_dequeue(&mut self, queue: usize, queue_bytes: u64, view: &PortView<'_>, now: u64) {
         self.pyrrha
             .on_dequeue(view.port, queue as u8, queue_bytes, now);
