@@ -21,7 +21,7 @@ fn repro_all_quick_has_no_broken_row() {
         "## DSH",
         "## PFC",
         "## BFC",
-        "| aquarius |",
+        "## Aquarius",
         "| pyrrha |",
         "| proteus |",
     ] {

@@ -10,6 +10,7 @@
 //! command exit 1; a known, explained deviation is shown as its own row beside the variant
 //! that does match, with the reason in the row's note.
 
+mod aquarius;
 mod bfc;
 mod dsh;
 mod pfc;
@@ -37,10 +38,7 @@ const PAPERS: &[(&str, Option<&str>)] = &[
     ("dsh", None),
     ("pfc", None),
     ("bfc", None),
-    (
-        "aquarius",
-        Some("the scheme is built (issue 16); its §4 rows are not in repro yet (dataplane/tests/aquarius_fidelity.rs)"),
-    ),
+    ("aquarius", None),
     (
         "pyrrha",
         Some("the scheme is built (issue 17); its §5.2 rows are not in repro yet (dataplane/tests/pyrrha_fidelity.rs)"),
@@ -229,6 +227,7 @@ pub fn run(a: ReproArgs) -> Result<i32> {
             "dsh" => dsh::run(&ctx)?,
             "pfc" => pfc::run(&ctx)?,
             "bfc" => bfc::run(&ctx)?,
+            "aquarius" => aquarius::run_section(&ctx)?,
             _ => unreachable!("every built paper has a runner"),
         };
         s.wall = t0.elapsed();
