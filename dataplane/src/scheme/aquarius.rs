@@ -13,10 +13,9 @@ use super::{ControlFrame, PortView};
 use crate::config::SwitchSpec;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::parse::PacketMeta;
-use crate::wire::EtherType;
 use flowctl::aquarius::QueueCmd;
 use flowctl::bfc::NO_UPQ;
-use flowctl::wire::signal::{Frame, SignalRepr};
+use flowctl::wire::signal::SignalRepr;
 use flowctl::{Afc, AfcCmd};
 use serde::{Deserialize, Serialize};
 
@@ -127,11 +126,7 @@ impl AquariusScheme {
         afc: &Afc,
         now: u64,
     ) -> Option<bool> {
-        if ethertype != EtherType::XOFF_SIGNAL {
-            return None;
-        }
-        let f = Frame::new_checked(frame).ok()?;
-        let r = SignalRepr::parse(&f).ok()?;
+        let r = super::parse_signal(ethertype, frame)?;
         let paused = afc.regs().get(port)?.paused_mask(now);
         if !self.aq.on_signal(port, &r.signal, paused, &mut self.cmds) {
             return None;
@@ -196,8 +191,7 @@ impl AquariusScheme {
         view: &PortView<'_>,
         now: u64,
     ) {
-        let busy = view.nonempty | (1 << queue);
-        let nq_active = (busy & !view.pause.paused_mask(now)).count_ones();
+        let nq_active = view.active_unpaused(1 << queue, now);
         let mut m = Meta::get(pkt);
         let (mark, sig) = self.aq.on_enqueue(
             usize::from(pkt.in_port),

@@ -7,7 +7,6 @@ use super::{ControlFrame, PortView};
 use crate::config::SwitchSpec;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::parse::PacketMeta;
-use crate::wire::EtherType;
 use flowctl::bfc::NO_UPQ;
 use flowctl::wire::signal::SignalRepr;
 use flowctl::Afc;
@@ -105,12 +104,7 @@ impl BfcScheme {
         afc: &Afc,
         now: u64,
     ) -> Option<bool> {
-        use flowctl::wire::signal::Frame;
-        if ethertype != EtherType::XOFF_SIGNAL {
-            return None;
-        }
-        let f = Frame::new_checked(frame).ok()?;
-        let r = SignalRepr::parse(&f).ok()?;
+        let r = super::parse_signal(ethertype, frame)?;
         flowctl::Bfc::apply_signal(self.bfc.shared(), port, &r.signal, afc, now);
         // A resumed queue may be eligible now.
         Some(true)
@@ -170,8 +164,7 @@ impl BfcScheme {
         view: &PortView<'_>,
         now: u64,
     ) {
-        let busy = view.nonempty | (1 << queue);
-        let n_active = (busy & !view.pause.paused_mask(now)).count_ones();
+        let n_active = view.active_unpaused(1 << queue, now);
         let mut m = Meta::get(pkt);
         let (mark, sig) = self.bfc.on_enqueue(
             usize::from(pkt.in_port),
@@ -212,7 +205,7 @@ impl BfcScheme {
             self.sig.push(s);
         }
         if self.bfc.config().resume == flowctl::bfc::Resume::BelowTh {
-            let n_active = (view.nonempty & !view.pause.paused_mask(now)).count_ones();
+            let n_active = view.active_unpaused(0, now);
             self.bfc
                 .after_dequeue(port, queue, queue_bytes, n_active, &mut self.sig);
         }

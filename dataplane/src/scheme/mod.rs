@@ -60,6 +60,26 @@ pub struct PortView<'a> {
     pub pause: &'a PauseRegs,
 }
 
+impl PortView<'_> {
+    /// Active queues that are not paused (`N_active` of BFC's `Th`, `NQ_active` of Aquarius's
+    /// thresholds): the non-empty queues plus `extra` (e.g. the queue a packet is entering).
+    #[inline]
+    pub fn active_unpaused(&self, extra: u128, now: u64) -> u32 {
+        ((self.nonempty | extra) & !self.pause.paused_mask(now)).count_ones()
+    }
+}
+
+/// An Xoff signal frame (EtherType 0x88B5) received as `frame`, parsed; `None` for another
+/// EtherType or a malformed frame (the schemes that read signals share this).
+#[inline]
+pub fn parse_signal(ethertype: u16, frame: &[u8]) -> Option<SignalRepr> {
+    use flowctl::wire::signal::Frame;
+    if ethertype != crate::wire::EtherType::XOFF_SIGNAL {
+        return None;
+    }
+    SignalRepr::parse(&Frame::new_checked(frame).ok()?).ok()
+}
+
 /// A control frame a scheme wants sent on a port's strict-priority control queue.
 #[derive(Debug, Clone)]
 pub enum ControlFrame {
