@@ -91,20 +91,25 @@ impl Buffer {
         }
     }
 
-    /// Admits or refuses a packet; on admission, also whether to mark it CE.
+    /// Admits or refuses a packet; on admission, writes what was charged to `tag` and says
+    /// whether to mark it CE. (The tag is written in place, not returned beside the mark:
+    /// returned, the pair came back packed in a register, went to the stack byte-wise and was
+    /// reloaded in wider pieces, a store-forwarding stall on every packet.)
     #[inline]
-    pub fn admit(&mut self, r: &BufReq, now: u64) -> Result<(BufTag, bool), DropReason> {
+    pub fn admit(&mut self, r: &BufReq, tag: &mut BufTag, now: u64) -> Result<bool, DropReason> {
         match self {
             Buffer::Limit(l) => {
                 if r.queue_bytes + u64::from(r.bytes) > l[r.out_port] {
                     Err(DropReason::QueueFull)
                 } else {
-                    Ok((BufTag::Limit, false))
+                    *tag = BufTag::Limit;
+                    Ok(false)
                 }
             }
             Buffer::Mmu(m) => match m.admit(&Self::info(r), now) {
                 mmu::Admission::Admitted { ticket, mark_ecn } => {
-                    Ok((BufTag::Mmu(ticket), mark_ecn))
+                    *tag = BufTag::Mmu(ticket);
+                    Ok(mark_ecn)
                 }
                 mmu::Admission::Dropped(d) => Err(match d {
                     mmu::DropReason::EgressThreshold | mmu::DropReason::LossyPoolFull => {

@@ -7,18 +7,19 @@
 //! on that lateness (a frame may start in the recent past) without ever building a burst
 //! credit larger than the lag.
 
-use crate::frame::Pkt;
+use crate::frame::FrameId;
 use crate::units::ser_ps;
 use std::collections::VecDeque;
 
-/// A frame on the emulated wire.
+/// A frame on the emulated wire: all the far end needs of it (the packet's switch metadata
+/// has been given back at departure).
 #[derive(Debug, Clone, Copy)]
 pub struct InFlight {
     /// When the last bit arrives at the far end (ps).
     pub release: u64,
-    /// When the first bit left (ps).
-    pub start: u64,
-    pub pkt: Pkt,
+    pub frame: FrameId,
+    /// Bytes on the wire.
+    pub len: u32,
 }
 
 /// Shaper + delay line of one egress port.
@@ -54,16 +55,16 @@ impl Link {
         self.free_at
     }
 
-    /// Starts serializing `pkt` at `now`; returns its start time.
+    /// Starts serializing `len` bytes of `frame` at `now`; returns its start time.
     #[inline]
-    pub fn start(&mut self, pkt: Pkt, now: u64) -> u64 {
+    pub fn start(&mut self, frame: FrameId, len: u32, now: u64) -> u64 {
         let start = self.free_at.max(now.saturating_sub(self.max_lag));
-        let done = start + ser_ps(u64::from(pkt.len), self.rate_bps);
+        let done = start + ser_ps(u64::from(len), self.rate_bps);
         self.free_at = done;
         self.wire.push_back(InFlight {
             release: done + self.delay_ps,
-            start,
-            pkt,
+            frame,
+            len,
         });
         start
     }

@@ -31,6 +31,20 @@ impl Fifo {
         Some(p)
     }
 
+    /// Removes the head, which the caller knows is there. (Copied out of the ring and then
+    /// popped, not returned as `Option<Pkt>`: that wrapper was re-copied in misaligned
+    /// pieces, a store-forwarding stall per packet on the egress path.)
+    #[inline]
+    fn take_head(&mut self) -> Pkt {
+        let p = *self
+            .pkts
+            .front()
+            .expect("the scheduler picked a non-empty queue");
+        self.pkts.pop_front();
+        self.bytes -= u64::from(p.len);
+        p
+    }
+
     #[inline]
     pub fn head_len(&self) -> Option<u32> {
         self.pkts.front().map(|p| p.len)
@@ -51,6 +65,23 @@ impl Fifo {
     pub fn drain(&mut self) -> impl Iterator<Item = Pkt> + '_ {
         self.bytes = 0;
         self.pkts.drain(..)
+    }
+}
+
+/// What the scheduler chose to serve: the control queue or data queue `q`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    Ctrl,
+    Data(usize),
+}
+
+impl Pick {
+    /// The data queue, `None` for the control queue.
+    pub fn data(self) -> Option<usize> {
+        match self {
+            Pick::Ctrl => None,
+            Pick::Data(q) => Some(q),
+        }
     }
 }
 
@@ -122,10 +153,17 @@ impl QueueSet {
 
     /// Picks and dequeues the next packet to transmit; `None` if nothing is eligible.
     /// Returns the packet and its data queue (`None` for the control queue).
-    #[inline]
     pub fn dequeue(&mut self, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
-        if let Some(p) = self.ctrl.pop() {
-            return Some((p, None));
+        let pick = self.pick(pause, now)?;
+        Some((self.take(pick), pick.data()))
+    }
+
+    /// The queue to serve next (control first, then strict, then DRR among the eligible data
+    /// queues); `None` if nothing is eligible. Moves the DRR pointer, no packet.
+    #[inline]
+    pub fn pick(&mut self, pause: &PauseRegs, now: u64) -> Option<Pick> {
+        if !self.ctrl.is_empty() {
+            return Some(Pick::Ctrl);
         }
         let el = self.eligible(pause, now);
         if el == 0 {
@@ -137,7 +175,17 @@ impl QueueSet {
             debug_assert_eq!(self.kind, SchedKind::Drr);
             self.pick_drr(el & !self.strict_mask)
         };
-        let p = self.data[q].pop()?;
+        Some(Pick::Data(q))
+    }
+
+    /// Dequeues the head of the queue `pick` chose, charging it to the queue's DRR deficit.
+    #[inline]
+    pub fn take(&mut self, pick: Pick) -> Pkt {
+        let q = match pick {
+            Pick::Ctrl => return self.ctrl.take_head(),
+            Pick::Data(q) => q,
+        };
+        let p = self.data[q].take_head();
         if self.data[q].is_empty() {
             self.nonempty &= !(1 << q);
         }
@@ -149,7 +197,7 @@ impl QueueSet {
                 self.advance();
             }
         }
-        Some((p, Some(q)))
+        p
     }
 
     fn advance(&mut self) {

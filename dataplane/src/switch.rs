@@ -193,19 +193,25 @@ impl Switch {
         now: u64,
         out: &mut Outputs,
     ) {
-        let Some(mut pkt) = self.ingress(mem, in_port, frame, len, now) else {
-            return;
-        };
-        let Some(meta) = self.parse(mem, &pkt) else {
-            return;
-        };
-        if self.control_in(mem, &pkt, &meta, now, out) {
+        // `pkt` and `meta` stay where they were built and the stages take them by reference:
+        // moved between stages (as `Option<Pkt>`, `Some(meta)`), they were copied in wide
+        // pieces right after being written in narrow ones, a store-forwarding stall per copy.
+        let mut pkt = Pkt::new(frame, len, in_port, now);
+        if !self.ingress(mem, &mut pkt) {
             return;
         }
-        self.classify(&mut pkt, &meta);
-        match self.forward(mem, &mut pkt, &meta, now) {
+        let parsed = self.parse(mem, &pkt);
+        let meta = match &parsed {
+            Ok(m) => m,
+            Err(r) => return self.drop_at(usize::from(in_port), mem, frame, *r),
+        };
+        if self.control_in(mem, &pkt, meta, now, out) {
+            return;
+        }
+        self.classify(&mut pkt, meta);
+        match self.forward(mem, &mut pkt, meta, now) {
             Route::Drop(r) => self.drop_at(usize::from(in_port), mem, frame, r),
-            Route::Port(p) => self.dispatch(mem, p, pkt, now, out),
+            Route::Port(p) => self.dispatch(mem, p, &mut pkt, now, out),
             Route::Flood => self.flood(mem, pkt, now, out),
         }
     }
@@ -215,7 +221,7 @@ impl Switch {
         &mut self,
         mem: &mut M,
         port: u16,
-        mut pkt: Pkt,
+        pkt: &mut Pkt,
         now: u64,
         out: &mut Outputs,
     ) {
@@ -223,13 +229,13 @@ impl Switch {
         if let Err(r) = self.egress_ready(p) {
             return self.drop_at(p, mem, pkt.frame, r);
         }
-        self.select_queue(p, &mut pkt, now);
+        self.select_queue(p, pkt, now);
         if let Some(r) = self.schemes.veto(p, usize::from(pkt.queue)) {
-            return self.drop_queued(mem, p, &pkt, r, now);
+            return self.drop_queued(mem, p, pkt, r, now);
         }
-        match self.admit(p, &mut pkt, now) {
+        match self.admit(p, pkt, now) {
             Ok(ce) => self.enqueue_admitted(mem, port, pkt, ce, now, out),
-            Err(r) => self.drop_queued(mem, p, &pkt, r, now),
+            Err(r) => self.drop_queued(mem, p, pkt, r, now),
         }
         self.control_out(mem, now, out);
     }
@@ -245,7 +251,8 @@ impl Switch {
         if h.ctrl {
             self.send_control(h.port, h.pkt.frame, h.pkt.len, now, out);
         } else {
-            self.enqueue(mem, h.port, h.pkt, now, out);
+            let mut pkt = h.pkt;
+            self.enqueue(mem, h.port, &mut pkt, now, out);
         }
     }
 
@@ -263,9 +270,10 @@ impl Switch {
             pause: self.shared.afc.port(p),
             port: p,
         };
-        while let Some((pkt, q)) = eg.schedule(d.pause, now) {
-            let wire = d.depart(eg, mem, pkt, q, now);
-            eg.shape(wire, now);
+        while let Some(pick) = eg.schedule(d.pause, now) {
+            let pkt = eg.qs.take(pick);
+            let wire_len = d.depart(eg, mem, &pkt, pick.data(), now);
+            eg.shape(&pkt, wire_len, now);
         }
         eg.transmit(now, out);
         self.control_out(mem, now, out);

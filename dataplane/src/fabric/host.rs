@@ -14,7 +14,7 @@
 
 use super::flow::FlowLog;
 use super::mem::FabricMem;
-use crate::frame::{FrameId, FrameMem, Pkt};
+use crate::frame::{FrameId, FrameMem};
 use crate::link::Link;
 use crate::rng::Rng;
 use crate::units::ser_ps;
@@ -157,12 +157,12 @@ impl Nic {
             let Some((f, len)) = self.pop(now) else {
                 break;
             };
-            self.link.start(Pkt::new(f, len, 0, now), now);
+            self.link.start(f, len, now);
             self.tx_pkts += 1;
             self.tx_bytes += u64::from(len);
         }
         while let Some(f) = self.link.pop_due(now) {
-            out.push((f.pkt.frame, f.pkt.len));
+            out.push((f.frame, f.len));
         }
         let mut t = self.link.next_release();
         let mut upd = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));

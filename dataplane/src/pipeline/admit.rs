@@ -49,9 +49,7 @@ impl Switch {
             ecn_capable: pkt.ect,
             queue_bytes,
         };
-        let (tag, mark) = self.buffer.admit(&req, now)?;
-        pkt.tag = tag;
-        Ok(mark)
+        self.buffer.admit(&req, &mut pkt.tag, now)
     }
 
     /// Drops a packet whose queue was chosen but which was not queued (scheme veto, buffer
@@ -78,7 +76,7 @@ impl Switch {
         &mut self,
         mem: &mut M,
         port: u16,
-        mut pkt: Pkt,
+        pkt: &mut Pkt,
         ce: bool,
         now: u64,
         out: &mut Outputs,
@@ -95,7 +93,7 @@ impl Switch {
                 pause: self.shared.afc.port(p),
             };
             self.schemes
-                .on_enqueue(&mut pkt, q, eg.qs.data[q].bytes(), &view, now);
+                .on_enqueue(pkt, q, eg.qs.data[q].bytes(), &view, now);
         }
         let qc = &self.shared.counters[p].queues[q];
         if ce && pkt.l3_type != 0 {
@@ -103,7 +101,7 @@ impl Switch {
             mem.with_mut(pkt.frame, |d| mark_ce(&mut d[..n], l3_type, l3_off.into()));
             qc.ecn_marked.add(1);
         }
-        eg.qs.push(q, pkt);
+        eg.qs.push(q, *pkt);
         out.touch(port);
         qc.enq_pkts.add(1);
         qc.enq_bytes.add(u64::from(pkt.len));

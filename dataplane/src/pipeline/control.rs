@@ -120,9 +120,9 @@ impl Switch {
         let Some(eg) = self.egress[port].as_mut() else {
             return;
         };
-        let mut dropped: Vec<Pkt> = Vec::new();
+        let mut dropped: Vec<FrameId> = Vec::new();
         if queue.is_none() {
-            dropped.extend(eg.qs.ctrl.drain());
+            dropped.extend(eg.qs.ctrl.drain().map(|p| p.frame));
         }
         let queues = match queue {
             Some(q) => q..q + 1,
@@ -150,17 +150,17 @@ impl Switch {
                 if queue.is_some() {
                     qc.drops.add(1);
                 }
-                dropped.push(pkt);
+                dropped.push(pkt.frame);
             }
         }
         if queue.is_none() {
             if let Some(eg) = self.egress[port].as_mut() {
-                dropped.extend(eg.link.drain().map(|f| f.pkt));
+                dropped.extend(eg.link.drain().map(|f| f.frame));
             }
         }
-        for pkt in dropped {
+        for frame in dropped {
             self.shared.counters[port].drop(why);
-            mem.free(pkt.frame);
+            mem.free(frame);
         }
     }
 

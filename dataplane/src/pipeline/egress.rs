@@ -10,33 +10,34 @@
 use super::Outputs;
 use crate::buffer::{BufReq, Buffer};
 use crate::frame::{FrameMem, Pkt};
+use crate::queue::Pick;
 use crate::scheme::{PortView, Schemes};
 use crate::stats::PortCounters;
 use crate::switch::{Egress, Switch};
 use flowctl::PauseRegs;
 
 impl Egress {
-    /// The next frame to start on the wire, if the wire is free and a queue is eligible:
-    /// (packet, its data queue or `None` for the control queue).
+    /// The queue whose head starts on the wire next, if the wire is free and a queue is
+    /// eligible; `take` dequeues it.
     #[inline]
-    pub(crate) fn schedule(&mut self, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
+    pub(crate) fn schedule(&mut self, pause: &PauseRegs, now: u64) -> Option<Pick> {
         if !self.link.can_start(now) {
             return None;
         }
-        self.qs.dequeue(pause, now)
+        self.qs.pick(pause, now)
     }
 
-    /// Starts `pkt` on the emulated wire.
+    /// Starts `len` bytes of `pkt`'s frame on the emulated wire.
     #[inline]
-    pub(crate) fn shape(&mut self, pkt: Pkt, now: u64) {
-        self.link.start(pkt, now);
+    pub(crate) fn shape(&mut self, pkt: &Pkt, len: u32, now: u64) {
+        self.link.start(pkt.frame, len, now);
     }
 
     /// Frames whose serialization and propagation have elapsed go to `out.tx`.
     #[inline]
     pub(crate) fn transmit(&mut self, now: u64, out: &mut Outputs) {
         while let Some(f) = self.link.pop_due(now) {
-            out.tx.push((f.pkt.frame, f.pkt.len));
+            out.tx.push((f.frame, f.len));
         }
     }
 }
@@ -53,35 +54,35 @@ pub(crate) struct Departure<'a> {
 
 impl Departure<'_> {
     /// A data packet leaves queue `q` of `eg` (control frames pass unchanged): the schemes'
-    /// dequeue and rewrite hooks, the queue counters, the buffer release. Returns the packet
-    /// as it goes on the wire.
+    /// dequeue and rewrite hooks, the queue counters, the buffer release. Returns the frame's
+    /// length as it goes on the wire.
     #[inline]
     pub(crate) fn depart<M: FrameMem>(
         &mut self,
         eg: &Egress,
         mem: &mut M,
-        pkt: Pkt,
+        pkt: &Pkt,
         q: Option<usize>,
         now: u64,
-    ) -> Pkt {
-        let Some(q) = q else { return pkt };
+    ) -> u32 {
+        let Some(q) = q else { return pkt.len };
         let bytes = eg.qs.data[q].bytes();
-        let mut wire = pkt;
+        let mut wire = pkt.len;
         if self.schemes.per_packet() {
             let view = PortView {
                 port: self.port,
                 nonempty: eg.qs.nonempty(),
                 pause: self.pause,
             };
-            self.schemes.on_dequeue(&pkt, q, bytes, &view, now);
-            wire.len = self.schemes.egress_rewrite(mem, &pkt, self.port, q);
+            self.schemes.on_dequeue(pkt, q, bytes, &view, now);
+            wire = self.schemes.egress_rewrite(mem, pkt, self.port, q);
         }
         let qc = &self.counters.queues[q];
         qc.deq_pkts.add(1);
         qc.deq_bytes.add(u64::from(pkt.len));
         qc.depth_bytes.set(bytes);
         qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-        let req = BufReq::leaving(&pkt, self.port, q);
+        let req = BufReq::leaving(pkt, self.port, q);
         self.buffer.release(&req, pkt.tag, now);
         wire
     }

@@ -17,40 +17,27 @@ pub(crate) enum Route {
 }
 
 impl Switch {
-    /// Counts the frame and lets the schemes strip what they added upstream; `None` if it
+    /// Counts the frame and lets the schemes strip what they added upstream; false if it
     /// was dropped (oversize).
     #[inline]
-    pub(crate) fn ingress<M: FrameMem>(
-        &mut self,
-        mem: &mut M,
-        in_port: u16,
-        frame: FrameId,
-        len: u32,
-        now: u64,
-    ) -> Option<Pkt> {
-        let ip = usize::from(in_port);
+    pub(crate) fn ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) -> bool {
+        let ip = usize::from(pkt.in_port);
         let c = &self.shared.counters[ip];
         c.rx_pkts.add(1);
-        c.rx_bytes.add(u64::from(len));
-        if len as usize > mem.room() {
-            self.drop_at(ip, mem, frame, DropReason::Oversize);
-            return None;
+        c.rx_bytes.add(u64::from(pkt.len));
+        if pkt.len as usize > mem.room() {
+            self.drop_at(ip, mem, pkt.frame, DropReason::Oversize);
+            return false;
         }
-        let mut pkt = Pkt::new(frame, len, in_port, now);
-        self.schemes.on_ingress(mem, &mut pkt);
-        Some(pkt)
+        self.schemes.on_ingress(mem, pkt);
+        true
     }
 
-    /// Parses the frame; malformed frames are counted and dropped.
+    /// Parses the frame. The caller drops a malformed frame (`drop_at`); the result is not
+    /// turned into an `Option` here, since that copies the metadata right after `parse` wrote it.
     #[inline]
-    pub(crate) fn parse<M: FrameMem>(&mut self, mem: &mut M, pkt: &Pkt) -> Option<PacketMeta> {
-        match parse::parse(&mem.data(pkt.frame)[..pkt.len as usize]) {
-            Ok(m) => Some(m),
-            Err(r) => {
-                self.drop_at(usize::from(pkt.in_port), mem, pkt.frame, r);
-                None
-            }
-        }
+    pub(crate) fn parse<M: FrameMem>(&self, mem: &M, pkt: &Pkt) -> Result<PacketMeta, DropReason> {
+        parse::parse(&mem.data(pkt.frame)[..pkt.len as usize])
     }
 
     /// Link-local control frames (PFC, Xoff signals) are never forwarded: the scheme that
@@ -163,7 +150,7 @@ impl Switch {
         &mut self,
         mem: &mut M,
         port: u16,
-        mut pkt: Pkt,
+        pkt: &mut Pkt,
         now: u64,
         out: &mut Outputs,
     ) {
@@ -174,7 +161,7 @@ impl Switch {
         } else {
             out.handoff.push(Handoff {
                 port,
-                pkt,
+                pkt: *pkt,
                 ctrl: false,
             });
         }
@@ -184,7 +171,7 @@ impl Switch {
     pub(crate) fn flood<M: FrameMem>(
         &mut self,
         mem: &mut M,
-        pkt: Pkt,
+        mut pkt: Pkt,
         now: u64,
         out: &mut Outputs,
     ) {
@@ -202,9 +189,9 @@ impl Switch {
                 continue;
             };
             mem.copy_frame(pkt.frame, copy, pkt.len as usize);
-            self.dispatch(mem, p, Pkt { frame: copy, ..pkt }, now, out);
+            self.dispatch(mem, p, &mut Pkt { frame: copy, ..pkt }, now, out);
         }
-        self.dispatch(mem, last, pkt, now, out)
+        self.dispatch(mem, last, &mut pkt, now, out)
     }
 
     /// Counts a drop on `port` and frees the frame.
