@@ -1,4 +1,4 @@
-//! Egress stages of one port: `schedule → depart → shape → transmit`.
+//! Egress stages of one port: `schedule → take → depart → shape → transmit`.
 //!
 //! `schedule` picks the next frame (control queue first, then strict and DRR data queues,
 //! paused queues skipped) when the wire is free; `depart` lets the schemes see the departure
