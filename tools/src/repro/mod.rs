@@ -14,6 +14,8 @@ mod aquarius;
 mod bfc;
 mod dsh;
 mod pfc;
+mod proteus;
+mod pyrrha;
 
 use anyhow::{bail, Context, Result};
 use std::fmt::Write;
@@ -39,14 +41,8 @@ const PAPERS: &[(&str, Option<&str>)] = &[
     ("pfc", None),
     ("bfc", None),
     ("aquarius", None),
-    (
-        "pyrrha",
-        Some("the scheme is built (issue 17); its §5.2 rows are not in repro yet (dataplane/tests/pyrrha_fidelity.rs)"),
-    ),
-    (
-        "proteus",
-        Some("the scheme is built (issue 18); its §II rows are not in repro yet (dataplane/tests/lb_fidelity.rs)"),
-    ),
+    ("pyrrha", None),
+    ("proteus", None),
 ];
 
 /// What a row's measured value must satisfy.
@@ -228,6 +224,8 @@ pub fn run(a: ReproArgs) -> Result<i32> {
             "pfc" => pfc::run(&ctx)?,
             "bfc" => bfc::run(&ctx)?,
             "aquarius" => aquarius::run_section(&ctx)?,
+            "pyrrha" => pyrrha::run(&ctx)?,
+            "proteus" => proteus::run(&ctx)?,
             _ => unreachable!("every built paper has a runner"),
         };
         s.wall = t0.elapsed();
