@@ -1,6 +1,7 @@
 //! `xoff repro all --quick`: every reproduced row of every built paper holds (the binary exits
 //! 0 only then), and the report names each paper. This is where the DSH §V-A, BFC §6.1,
-//! Aquarius §4, Pyrrha §5.2 / App. B and Proteus §II fidelity checks run (`tools/src/repro/`).
+//! BFC §6.2 Fig. 10, Aquarius §4, Pyrrha §5.2 / App. B and Proteus §II fidelity checks run
+//! (`tools/src/repro/`).
 
 use std::process::Command;
 
@@ -24,6 +25,9 @@ fn repro_all_quick_has_no_broken_row() {
         "## Aquarius",
         "## Pyrrha",
         "## Proteus",
+        // BFC §6.2 runs the 128-host Clos (shortened under --quick).
+        "| §6.2.2 Fig. 10 |",
+        "`--quick`: flows start for",
     ] {
         assert!(report.contains(s), "{s}");
     }
