@@ -14,6 +14,8 @@ mod aquarius;
 mod bfc;
 mod dsh;
 mod pfc;
+mod proteus;
+mod pyrrha;
 
 use anyhow::{bail, Context, Result};
 use std::fmt::Write;
@@ -39,14 +41,8 @@ const PAPERS: &[(&str, Option<&str>)] = &[
     ("pfc", None),
     ("bfc", None),
     ("aquarius", None),
-    (
-        "pyrrha",
-        Some("the scheme is built (issue 17); its §5.2 rows are not in repro yet (dataplane/tests/pyrrha_fidelity.rs)"),
-    ),
-    (
-        "proteus",
-        Some("the scheme is built (issue 18); its §II rows are not in repro yet (dataplane/tests/lb_fidelity.rs)"),
-    ),
+    ("pyrrha", None),
+    ("proteus", None),
 ];
 
 /// What a row's measured value must satisfy.
@@ -176,11 +172,21 @@ pub struct Section {
     pub wall: Duration,
 }
 
-/// What every paper's runner gets. (Every section built so far runs at the paper's full
-/// scale in seconds, so none shortens anything under `--quick` yet; the large-scale runs to
-/// come, e.g. BFC §6.2, will read it.)
+/// What every paper's runner gets.
 pub struct Ctx<'a> {
     pub out: &'a Path,
+    /// `--quick`: a section whose paper-scale run takes minutes (BFC §6.2) shortens it and
+    /// says how; every other section already runs at the paper's scale in seconds.
+    pub quick: bool,
+}
+
+/// `deploy/experiments/NAME`, found from the working directory or the source tree.
+pub fn experiment_file(name: &str) -> PathBuf {
+    let rel = Path::new("deploy/experiments").join(name);
+    if rel.exists() {
+        return rel;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
 }
 
 /// `deploy/sim/NAME`, found from the working directory or the source tree.
@@ -212,7 +218,10 @@ pub fn run(a: ReproArgs) -> Result<i32> {
     }
     want.dedup();
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}", a.out.display()))?;
-    let ctx = Ctx { out: &a.out };
+    let ctx = Ctx {
+        out: &a.out,
+        quick: a.quick,
+    };
     let mut sections = Vec::new();
     let mut pending = Vec::new();
     for name in want {
@@ -228,6 +237,8 @@ pub fn run(a: ReproArgs) -> Result<i32> {
             "pfc" => pfc::run(&ctx)?,
             "bfc" => bfc::run(&ctx)?,
             "aquarius" => aquarius::run_section(&ctx)?,
+            "pyrrha" => pyrrha::run(&ctx)?,
+            "proteus" => proteus::run(&ctx)?,
             _ => unreachable!("every built paper has a runner"),
         };
         s.wall = t0.elapsed();

@@ -1,0 +1,267 @@
+//! Proteus (Hu et al., "Proteus: PFC-aware load balancing with sub-RTT rerouting"), the §II-B.3
+//! case study (Fig. 1 and 4) in virtual time, time-scaled: a 40 Gbit/s Clos, leaves L1 and L3,
+//! spines C1 and C2, 1 µs links, a 9 MB shared buffer with PFC on priority 3 everywhere, hosts
+//! honouring PFC (`deploy/sim/proteus-fig4.toml`; `drill-fig4.toml` is the same with DRILL,
+//! and ECMP runs the same file with `lb = "ecmp"`).
+//!
+//! The victim f1 (S1 → R1, 2 MB at line rate) shares L1 with S2, whose bursts to R2 meet 14
+//! bursting hosts under L3: R2's port backs up, L3 pauses its ingress ports, the spine carrying
+//! S2's bursts pauses, and the pause reaches L1. The paper (§V-B, on Fig. 4(d)): f1's FCT is
+//! 34 % lower under Proteus than under DRILL. CONGA and Hermes, the paper's other baselines
+//! in Fig. 2 and 3, are not built.
+//!
+//! Transport: the fabric's constant-rate UDP flows with PFC-honouring NICs; the paper's is
+//! DCQCN (issue 19, not landed).
+
+use super::{sim_file, Check, Ctx, Row, Section};
+use crate::plot::{write_chart, Chart};
+use anyhow::{Context, Result};
+use dataplane::fabric::{Fabric, FabricOptions, SimReport};
+use dataplane::scheme::proteus::ProteusStats;
+use dataplane::Topology;
+use std::fmt::Write;
+
+/// f1's progress samples for the plot, ps.
+const BUCKET: u64 = 10_000_000;
+
+/// One Fig. 4 run.
+struct Fig4 {
+    report: SimReport,
+    /// L1's Proteus counters (Proteus only).
+    l1: Option<ProteusStats>,
+    /// How long each spine's port toward L3 was PFC-paused, µs.
+    paused: [f64; 2],
+    /// f1's received MB over time (µs, MB).
+    progress: Vec<(f64, f64)>,
+}
+
+impl Fig4 {
+    fn f1(&self) -> Result<&dataplane::fabric::FlowReport> {
+        self.report
+            .flows
+            .iter()
+            .find(|f| f.name == "f1")
+            .context("flow f1")
+    }
+
+    /// f1's FCT in µs (`None`: it did not complete).
+    fn fct_us(&self) -> Result<Option<f64>> {
+        Ok(self.f1()?.fct_ps.map(|p| p as f64 / 1e6))
+    }
+
+    fn reordered(&self) -> Result<u64> {
+        Ok(self.f1()?.reordered)
+    }
+}
+
+/// Runs `file`, with `lb` on every switch when given.
+fn fig4(file: &str, lb: Option<&str>) -> Result<Fig4> {
+    let p = sim_file(file);
+    let mut text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
+    if let Some(lb) = lb {
+        text = text.replace("\nlb = \"proteus\"", &format!("\nlb = \"{lb}\""));
+    }
+    let t = Topology::parse(&text, &p)?;
+    let mut f = Fabric::new(&t, &FabricOptions::default())?;
+    let mut progress = Vec::new();
+    let mut at = 0;
+    loop {
+        let done = f
+            .flows()
+            .by_name("f1")
+            .context("flow f1")?
+            .fct_ps()
+            .is_some();
+        let rx = f.flows().by_name("f1").context("flow f1")?.rx_bytes;
+        progress.push((at as f64 / 1e6, rx as f64 / 1e6));
+        if done || at >= 3_000_000_000 {
+            break;
+        }
+        at += BUCKET;
+        f.run_until(at);
+    }
+    f.run();
+    let now = f.now();
+    let l1 = f
+        .switch("L1")
+        .and_then(|s| s.scheme_stats(now))
+        .and_then(|s| s.proteus);
+    let mut paused = [0.0; 2];
+    for (i, c) in ["C1", "C2"].iter().enumerate() {
+        let sw = f.switch(c).context(c.to_string())?;
+        let l3 = sw
+            .shared
+            .spec
+            .ports
+            .iter()
+            .position(|p| p.name == "l3")
+            .context("spine port l3")?;
+        let pfc = sw
+            .scheme_stats(now)
+            .and_then(|s| s.pfc)
+            .context("PFC stats")?;
+        paused[i] = pfc.ports[l3]
+            .iter()
+            .find(|c| c.prio == 3)
+            .context("priority 3")?
+            .rx_pause_us;
+    }
+    Ok(Fig4 {
+        report: f.report(),
+        l1,
+        paused,
+        progress,
+    })
+}
+
+pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
+    let e = fig4("proteus-fig4.toml", Some("ecmp"))?;
+    let d = fig4("drill-fig4.toml", None)?;
+    let p = fig4("proteus-fig4.toml", None)?;
+    let mut log = String::new();
+    let mut complete = true;
+    for (n, r) in [("ECMP", &e), ("DRILL", &d), ("Proteus", &p)] {
+        let _ = writeln!(
+            log,
+            "{n}: f1 FCT {:?} µs, reordered {} of {} packets; C1:l3 paused {:.0} µs, C2:l3 {:.0} \
+             µs; lost (all flows) {}",
+            r.fct_us()?,
+            r.reordered()?,
+            r.f1()?.rx_pkts,
+            r.paused[0],
+            r.paused[1],
+            r.report.flows.iter().map(|f| f.lost).sum::<u64>()
+        );
+        complete &= r.report.flows.iter().all(|f| f.lost == 0) && r.fct_us()?.is_some();
+    }
+    let st = p.l1.clone().context("L1 Proteus stats")?;
+    let _ = writeln!(log, "Proteus L1: {st:?}");
+    // A flow that did not complete shows as infinite FCT, so every comparison below fails.
+    let fct = |r: &Fig4| -> Result<f64> { Ok(r.fct_us()?.unwrap_or(f64::INFINITY)) };
+    let (fe, fd, fp) = (fct(&e)?, fct(&d)?, fct(&p)?);
+    let (long, short) = (p.paused[0].max(p.paused[1]), p.paused[0].min(p.paused[1]));
+    let (re, rd, rp) = (e.reordered()?, d.reordered()?, p.reordered()?);
+    let fcts = format!("f1 FCT: ECMP {fe:.0} µs, DRILL {fd:.0} µs, Proteus {fp:.0} µs");
+    let rows = vec![
+        Row::new(
+            "§V-B on §II-B.3 Fig. 4(d)",
+            "f1 FCT, Proteus vs DRILL: reduction",
+            "\"the FCT of the victim flow f1 is reduced by … 34% over … DRILL\"",
+            (1.0 - fp / fd) * 100.0,
+            "%",
+        )
+        .check(Check::AtLeast(25.0))
+        .note(format!(
+            "{fcts}. \"Roughly the paper's margin\" (issue 18): at least 25 %. DRILL sprays \
+             S2's bursts over both spines, so both spines' ports toward L3 pause and f1, \
+             sprayed too, waits whichever it takes; Proteus keeps S2 on one spine and moves f1 \
+             off it at L1 when the pause arrives (Algorithm 2)"
+        )),
+        Row::new(
+            "§II-B.3 Fig. 4",
+            "f1 FCT, Proteus vs ECMP: reduction",
+            "– (ECMP is not in Fig. 4; the paper's other baselines: 39 % vs CONGA, 21 % vs \
+             Hermes)",
+            (1.0 - fp / fe) * 100.0,
+            "%",
+        )
+        .check(Check::AtLeast(25.0))
+        .note(
+            "ECMP keeps each flow on one spine and with this seed hashes f1 onto the spine \
+             S2's bursts pause: the CONGA case of Fig. 2, where f1 stays on the paused path",
+        ),
+        Row::holds(
+            "§II-B.3 Fig. 4(a–b)",
+            "DRILL: both spines' ports toward L3 paused > 500 µs",
+            "PFC pauses the path DRILL keeps choosing",
+            d.paused.iter().all(|&us| us > 500.0),
+        )
+        .note(format!(
+            "C1 {:.0} µs, C2 {:.0} µs of 400 µs of bursts and their drain",
+            d.paused[0], d.paused[1]
+        )),
+        Row::holds(
+            "§III-B Algorithm 2",
+            "Proteus: one spine paused > 500 µs, the other < 200 µs; f1 rerouted at L1, \
+             feedback reached L1",
+            "Proteus reroutes around the paused path",
+            long > 500.0 && short < 200.0 && st.hop_reroutes >= 1 && st.feedback_applied > 0,
+        )
+        .note(format!(
+            "spines paused {long:.0} and {short:.0} µs; L1: {} hop reroutes, {} feedback \
+             signals applied",
+            st.hop_reroutes, st.feedback_applied
+        )),
+        Row::holds(
+            "§II-B.3",
+            "PFC lossless, f1 completes (ECMP, DRILL, Proteus)",
+            "PFC-enabled lossless network",
+            complete,
+        ),
+        Row::holds(
+            "§II-B.3",
+            "ECMP: f1 not reordered",
+            "one path per flow",
+            re == 0,
+        ),
+        Row::new(
+            "§II-B.3 Fig. 4",
+            "DRILL: f1 packets reordered",
+            "per-packet rerouting reorders (§I)",
+            rd as f64,
+            "pkts",
+        )
+        .check(Check::AtLeast(100.0)),
+        Row::new(
+            "§III-B",
+            "Proteus: f1 packets reordered",
+            "none (issue 18: \"none of Proteus's reroutes may reorder\")",
+            rp as f64,
+            "pkts",
+        )
+        // The test had `rp · 20 < rd`: for integers that is rp ≤ (rd − 1) / 20.
+        .check(Check::AtMost((rd as f64 - 1.0) / 20.0))
+        .note(format!(
+            "not 0: {rp} of f1's {} packets. They take the alternative at L1 while f1's \
+             earlier packets still wait behind the pause on the old path (at L1 and at C1): \
+             Algorithm 2 as the paper states it reroutes on t_td ≤ t_qd alone and says nothing \
+             of packets of the same flow ahead of it. The band is 'well under a twentieth of \
+             DRILL's' ({rd}), not the paper's 0: a known gap of the implementation, kept visible",
+            p.f1()?.rx_pkts
+        )),
+    ];
+    let mut files = Vec::new();
+    write_chart(
+        ctx.out,
+        "proteus-fig4d",
+        &Chart {
+            title: "Proteus §II-B.3 Fig. 4: victim f1's received MB",
+            x: "time (µs)",
+            y: "f1 received (MB)",
+            series: vec![
+                ("ECMP".into(), e.progress.clone()),
+                ("DRILL".into(), d.progress.clone()),
+                ("Proteus".into(), p.progress.clone()),
+            ],
+            step: false,
+        },
+        &mut files,
+    )?;
+    Ok(Section {
+        title: "Proteus (PFC-aware load balancing)".into(),
+        setup: "§II-B.3 case study (Fig. 1 and 4), time-scaled: 40 Gbit/s Clos (L1, L3, spines \
+                C1, C2), 1 µs links, 9 MB shared buffer with PFC on priority 3, hosts honour \
+                PFC. f1: S1 → R1, 2 MB at line rate from t = 0 (the paper: 20 MB); background \
+                B1 → D1, B2 → D2 at 15 Gbit/s until 1 ms; 5 bursts to R2 from 100 to 500 µs, \
+                S2 at line rate 80 µs on / 20 µs off and 14 hosts under L3 20 µs on / 80 µs off \
+                (the paper gives flow counts, not timings). `deploy/sim/proteus-fig4.toml`, \
+                `drill-fig4.toml`, and ECMP on the same file. Transport: constant-rate UDP, not \
+                the paper's DCQCN (issue 19). CONGA and Hermes are not built; the §V-B \
+                large-scale Web Search runs are not here yet."
+            .into(),
+        rows,
+        plots: vec!["proteus-fig4d.svg".into()],
+        log,
+        ..Section::default()
+    })
+}
