@@ -17,7 +17,11 @@ rustup toolchain list | grep -q '^nightly' || {
 }
 command -v cargo-fuzz >/dev/null || nice -n 19 cargo install cargo-fuzz --locked
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-nice -n 19 cargo +nightly fuzz build -O >&2
+# Optimised, with overflow checks and debug assertions (an occupancy or counter that would go
+# negative panics rather than wraps); no AddressSanitizer: the code under test is safe Rust
+# (the only `unsafe` is the AF_XDP ports, which no target touches), and ASan would cost the
+# allocation-heavy targets (TOML, the switch) half their executions.
+nice -n 19 cargo +nightly fuzz build -O -a -s none >&2
 bin_dir=$CARGO_TARGET_DIR/$(rustc +nightly -vV | sed -n 's/^host: //p')/release
 
 targets=("$@")

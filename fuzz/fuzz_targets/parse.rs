@@ -1,10 +1,11 @@
 //! Ethernet / 802.1Q / IPv4 / IPv6 / L4 parsing: the switch's per-packet parser
 //! (`dataplane::parse::parse`), every wire view's checked constructor and `Repr::parse`, the
 //! in-place rewrites the pipeline applies to what the parser accepted (TTL, ECN CE) and the
-//! data-header reader of the fabric's sinks and the host stack. Bad input must be an `Err`
+//! data-header readers of the fabric's sinks and the host stack. Bad input must be an `Err`
 //! (counted by the caller), never a panic.
 #![no_main]
 
+use dataplane::host::wire::{upstream_q, Header, HEADER_LEN};
 use dataplane::parse::{decrement_ttl, mark_ce, parse, L3};
 use dataplane::wire::data::{magic_payload_at, DataHeader};
 use dataplane::wire::{
@@ -61,6 +62,16 @@ fuzz_target!(|data: &[u8]| {
         let _ = UdpRepr::parse(&p).unwrap();
     }
     let _ = DataHeader::parse(data);
+    // The host stack's decoder (`xoff host` receives whatever its NIC queue gets).
+    if let Some((h, upq)) = Header::parse_shimmed(data) {
+        assert_eq!(upq, upstream_q(data));
+        // What it read is what the frame carries: re-emitted, the header's bytes come back.
+        let et_off = if upq.is_some() { 16 } else { 12 };
+        let p = magic_payload_at(data, et_off, HEADER_LEN).expect("header parsed from here");
+        let mut b = [0u8; HEADER_LEN];
+        h.emit(&mut b);
+        assert_eq!(&b[..], p);
+    }
     // Behind the data shim (EtherType at 16) and at arbitrary offsets.
     if let Some((&o, rest)) = data.split_first() {
         let _ = magic_payload_at(rest, usize::from(o), 24);
