@@ -1,11 +1,14 @@
 //! A whole `Switch` (one pipe, in-memory ports, virtual time) with the shared-buffer MMU (DSH),
 //! PFC on every priority and BFC, fed an arbitrary sequence of frames on arbitrary ports:
-//! data frames (IPv4/IPv6, 802.1Q, the BFC shim, corrupted at will), PFC/PAUSE, every Xoff
-//! signal type, raw bytes, AFC pause/resume commands (what `xoff ctl pause|resume` writes), and
-//! time passing (egress service and scheme timers, as the fabric's event loop drives them).
+//! data frames (IPv4/IPv6, 802.1Q, the BFC shim, corrupted at will, in bursts), PFC/PAUSE,
+//! BFC and Aquarius signals (other types through raw bytes), raw bytes, AFC pause/resume
+//! commands (what `xoff ctl pause|resume` writes), and time passing (egress service and scheme
+//! timers, as the fabric's event loop drives them). Bursts make the MMU assert XOFF (PG and
+//! port level), PFC frames go out, BFC pauses upstream queues and receives pauses within
+//! inputs of a few hundred bytes.
 //!
-//! After every step it checks the invariants a researcher relies on for "where did every
-//! packet go":
+//! After every frame (and every other step) it checks the invariants a researcher relies on
+//! for "where did every packet go":
 //! - buffer conservation: the MMU's bytes per egress queue equal the bytes the queue holds,
 //!   its cells per queue add up to its occupancy, and no release ever exceeded what was
 //!   charged (`accounting_errors`, the MMU's "negative occupancy" guard);
