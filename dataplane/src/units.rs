@@ -21,6 +21,20 @@ fn split_num(s: &str) -> Option<(f64, String)> {
     Some((v, u.trim().to_ascii_lowercase()))
 }
 
+/// `x` rounded, if it fits a `u64`. A float-to-int cast saturates, so without this check
+/// `hrtt = "8888888888888500us"` (found by the topology fuzzer) read as `u64::MAX` ps
+/// instead of being refused.
+fn in_range(x: f64, s: &str) -> Result<u64, String> {
+    let r = x.round();
+    // 2^64 is exact as an f64; every smaller non-negative rounded value converts exactly
+    // or to the nearest representable u64.
+    if r >= 18_446_744_073_709_551_616.0 {
+        Err(format!("`{s}` is out of range"))
+    } else {
+        Ok(r as u64)
+    }
+}
+
 /// Parses a rate into bit/s.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let (v, u) =
@@ -41,7 +55,7 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    Ok((v * mult).round() as u64)
+    in_range(v * mult, s)
 }
 
 /// Parses a duration into picoseconds.
@@ -60,7 +74,7 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    Ok((v * mult).round() as u64)
+    in_range(v * mult, s)
 }
 
 /// Parses a size into bytes (KB = 1000, KiB = 1024).
@@ -80,7 +94,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    Ok((v * mult).round() as u64)
+    in_range(v * mult, s)
 }
 
 /// Serialization time of a frame of `len` bytes (without FCS; FCS is counted in the 20 B of
@@ -111,7 +125,9 @@ macro_rules! unit_type {
                 }
                 match Raw::deserialize(d)? {
                     Raw::N(n) => Ok($name(n)),
-                    Raw::F(f) if f >= 0.0 => Ok($name(f.round() as u64)),
+                    Raw::F(f) if f >= 0.0 => in_range(f, &f.to_string())
+                        .map($name)
+                        .map_err(de::Error::custom),
                     Raw::F(f) => Err(de::Error::custom(format!("negative {}: {f}", $what))),
                     Raw::S(s) => $parse(&s).map($name).map_err(de::Error::custom),
                 }
@@ -138,6 +154,12 @@ mod tests {
         assert_eq!(parse_time("1.5ms").unwrap(), 1_500_000_000);
         assert_eq!(parse_time("0").unwrap(), 0);
         assert!(parse_time("3 parsecs").is_err());
+        // Beyond u64 picoseconds (213 days) is refused, not saturated.
+        assert!(parse_time("8888888888888500us").is_err());
+        assert!(parse_size("20000000000GB").is_err());
+        assert!(parse_rate("1e20").is_err());
+        assert!(parse_time("20000000s").is_err());
+        assert_eq!(parse_time("18000000s").unwrap(), 18_000_000 * PS_PER_S);
         assert_eq!(parse_size("16MB").unwrap(), 16_000_000);
         assert_eq!(parse_size("256KiB").unwrap(), 262_144);
     }

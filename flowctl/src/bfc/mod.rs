@@ -145,6 +145,22 @@ pub enum BfcError {
     ElidePort(usize, usize),
     #[error("sticky_hrtts must be > 0")]
     Sticky,
+    #[error("{0} of {1} ps is longer than BFC allows ({MAX_INTERVAL_PS} ps, one hour)")]
+    Interval(&'static str, u128),
+}
+
+/// Longest HRTT, sticky time (`sticky_hrtts` × HRTT) or refresh period accepted: one hour.
+/// Times are `u64` picoseconds (2^64 ps is 213 days) and timers add these intervals to `now`,
+/// so they must leave room for any run; real HRTTs are microseconds to milliseconds. Without
+/// the bound a fuzzed `hrtt = "8888888888888500us"` overflowed `sticky_hrtts * hrtt_ps`.
+pub const MAX_INTERVAL_PS: u64 = 3_600 * 1_000_000_000_000;
+
+fn bounded(what: &'static str, ps: u128) -> Result<u64, BfcError> {
+    if ps > u128::from(MAX_INTERVAL_PS) {
+        Err(BfcError::Interval(what, ps))
+    } else {
+        Ok(ps as u64)
+    }
 }
 
 /// The result of queue assignment for one packet.
@@ -209,17 +225,25 @@ impl Bfc {
         let hrtt_ps = cfg
             .hrtt_ps
             .unwrap_or_else(|| ports.iter().map(default_hrtt_ps).max().unwrap_or(0));
+        let hrtt_ps = bounded("hrtt", u128::from(hrtt_ps))?;
         let queues: Vec<usize> = ports.iter().map(|p| p.queues).collect();
-        let sticky_ps = cfg.sticky_hrtts * hrtt_ps;
+        let sticky_ps = bounded(
+            "sticky time",
+            u128::from(cfg.sticky_hrtts) * u128::from(hrtt_ps),
+        )?;
         let table =
             FlowTable::new(&queues, cfg.table_factor, Some(sticky_ps)).map_err(|e| match e {
                 TableError::Queues(i, n) => BfcError::Queues(i, n),
                 TableError::Factor => BfcError::TableFactor,
             })?;
         let bp = Backpressure::new(&cfg, ports, hrtt_ps, elide)?;
-        let refresh_ps = cfg
-            .refresh_ps
-            .unwrap_or_else(|| (10 * hrtt_ps).max(10_000_000));
+        let refresh_ps = bounded(
+            "refresh",
+            u128::from(
+                cfg.refresh_ps
+                    .unwrap_or_else(|| (10 * hrtt_ps).max(10_000_000)),
+            ),
+        )?;
         Ok(Bfc {
             rng: Rng::new(cfg.seed),
             table,

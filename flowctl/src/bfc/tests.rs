@@ -369,3 +369,40 @@ fn rejects_bad_config() {
         Err(BfcError::ElidePort(5, 2))
     ));
 }
+
+/// Found by the `topology` fuzz target: `hrtt = "8888888888888500us"` (saturated to
+/// `u64::MAX` ps) overflowed `sticky_hrtts * hrtt_ps`. HRTT-derived intervals above an hour
+/// are a config error: the HRTT, the refresh period, and the sticky time (an HRTT of one hour
+/// passes, but not two of them as the sticky time).
+#[test]
+fn rejects_intervals_longer_than_an_hour() {
+    let p = ports(2, 8);
+    let sh = Arc::new(BfcShared::new(2));
+    let new = |hrtt_ps, refresh_ps| {
+        let cfg = BfcConfig {
+            hrtt_ps: Some(hrtt_ps),
+            refresh_ps,
+            sticky_hrtts: 1,
+            ..BfcConfig::default()
+        };
+        Bfc::new(cfg, &p, &[], vec![], sh.clone(), true)
+    };
+    assert!(matches!(
+        new(u64::MAX, None),
+        Err(BfcError::Interval("hrtt", _))
+    ));
+    assert!(matches!(
+        new(HRTT, Some(MAX_INTERVAL_PS + 1)),
+        Err(BfcError::Interval("refresh", _))
+    ));
+    assert!(new(MAX_INTERVAL_PS / 10, None).is_ok());
+    let cfg = BfcConfig {
+        hrtt_ps: Some(MAX_INTERVAL_PS),
+        sticky_hrtts: 2,
+        ..BfcConfig::default()
+    };
+    assert!(matches!(
+        Bfc::new(cfg, &p, &[], vec![], sh.clone(), true),
+        Err(BfcError::Interval("sticky time", _))
+    ));
+}

@@ -212,13 +212,21 @@ impl PyrrhaRepr {
         if frame.version() != VERSION {
             return Err(Error::UnknownOpcode);
         }
-        let (root, hops) = (frame.root(), frame.hops());
+        // The root fields exist only in Pyrrha's types: `check_len` holds any other type to
+        // the common header alone, so they are read only once the type is known (a 17-byte
+        // BFC or Aquarius signal used to index past its end here).
         let msg = match frame.signal_type() {
-            TYPE_PAUSE => Msg::Pause { root, hops },
-            TYPE_RESUME => Msg::Resume { root, hops },
+            TYPE_PAUSE => Msg::Pause {
+                root: frame.root(),
+                hops: frame.hops(),
+            },
+            TYPE_RESUME => Msg::Resume {
+                root: frame.root(),
+                hops: frame.hops(),
+            },
             TYPE_MERGE => Msg::Merge {
-                old: root,
-                old_hops: hops,
+                old: frame.root(),
+                old_hops: frame.hops(),
                 new: frame.new_root(),
                 new_hops: frame.new_hops(),
             },
