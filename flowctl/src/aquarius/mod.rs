@@ -36,7 +36,9 @@ pub mod upstream;
 pub use upstream::{PauseAction, QueueCmd, QueueTable, UpstreamStats};
 
 use crate::bfc::assign::TableError;
-use crate::bfc::{default_hrtt_ps, threshold_bytes, BfcPort, FlowTable, NO_SLOT, NO_UPQ};
+use crate::bfc::{
+    default_hrtt_ps, threshold_bytes, BfcPort, FlowTable, MAX_INTERVAL_PS, NO_SLOT, NO_UPQ,
+};
 use crate::wire::signal::{Signal, SignalRepr, DST_SIGNAL};
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +73,8 @@ pub enum AquariusError {
     TableFactor,
     #[error("alpha must be in (0, 1], got {0}")]
     Alpha(f64),
+    #[error("hrtt of {0} ps is longer than Aquarius allows ({MAX_INTERVAL_PS} ps, one hour)")]
+    Hrtt(u64),
 }
 
 /// `Occu_fair = ⌈L ≫ ⌈log2 N⌉⌉` (eq. 1): `L` bytes shared by `N` active flows (`N` 0 as 1).
@@ -86,7 +90,7 @@ pub fn t_min_ps(mtu_bytes: u32, rate_bps: u64, nq_active: u32) -> u64 {
         return 0;
     }
     let bits = u128::from(mtu_bytes) * 8 * u128::from(nq_active.max(1));
-    (bits * 1_000_000_000_000 / u128::from(rate_bps)) as u64
+    u64::try_from(bits * 1_000_000_000_000 / u128::from(rate_bps)).unwrap_or(u64::MAX)
 }
 
 /// Per-flow state in the flow-table entry: Alg. 1's `pauseNum`, and the bytes the flow has
@@ -178,6 +182,10 @@ impl Aquarius {
         let hrtt_ps = cfg
             .hrtt_ps
             .unwrap_or_else(|| ports.iter().map(default_hrtt_ps).max().unwrap_or(0));
+        // The same bound as BFC's: timers add HRTT multiples to `now` (u64 ps).
+        if hrtt_ps > MAX_INTERVAL_PS {
+            return Err(AquariusError::Hrtt(hrtt_ps));
+        }
         let ports = ports
             .iter()
             .map(|p| {
@@ -189,7 +197,7 @@ impl Aquarius {
                         .collect(),
                     q_high: n
                         .clone()
-                        .map(|k| 3 * threshold_bytes(hrtt_ps, p.rate_bps, k))
+                        .map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k).saturating_mul(3))
                         .collect(),
                     t_min: n.map(|k| t_min_ps(p.mtu_frame, p.rate_bps, k)).collect(),
                     t_avg: vec![T_IDLE; p.queues],

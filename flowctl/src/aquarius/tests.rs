@@ -573,3 +573,23 @@ fn a_queue_paused_flow_returning_empty_stays_held() {
     assert_eq!(c, vec![QueueCmd::Resume(s.queue)]);
     assert_eq!(a.queue_table(0).paused_home(5), None);
 }
+
+/// A configured HRTT beyond an hour is refused with a reason (it would overflow the u64-ps
+/// timers, as a fuzzed BFC `hrtt` did); one hour itself is taken, and the thresholds saturate
+/// rather than wrap at absurd rates.
+#[test]
+fn absurd_hrtt_is_refused_and_thresholds_saturate() {
+    let cfg = |hrtt_ps| AquariusConfig {
+        hrtt_ps: Some(hrtt_ps),
+        ..AquariusConfig::default()
+    };
+    let e = Aquarius::new(cfg(MAX_INTERVAL_PS + 1), &[port(8)]).unwrap_err();
+    assert!(matches!(e, AquariusError::Hrtt(_)), "{e}");
+    assert!(e.to_string().contains("one hour"), "{e}");
+    let mut fast = port(8);
+    fast.rate_bps = u64::MAX;
+    let a = Aquarius::new(cfg(MAX_INTERVAL_PS), &[fast]).unwrap();
+    assert_eq!(a.hrtt_ps(), MAX_INTERVAL_PS);
+    assert_eq!(threshold_bytes(u64::MAX, u64::MAX, 1), u64::MAX);
+    assert_eq!(t_min_ps(u32::MAX, 1, u32::MAX), u64::MAX);
+}

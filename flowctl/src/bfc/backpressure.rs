@@ -15,10 +15,11 @@ use super::{BfcConfig, BfcError, BfcPort, Resume, UPSTREAM_QUEUES};
 /// `upstreamQ` value meaning "the packet carried none" (it came from a device without BFC).
 pub const NO_UPQ: u8 = 0xFF;
 
-/// `Th` in bytes for `hrtt_ps` at `rate_bps` shared by `n` queues.
+/// `Th` in bytes for `hrtt_ps` at `rate_bps` shared by `n` queues (saturating: a threshold
+/// beyond `u64` bytes is no threshold at all, not a wrapped small one).
 pub fn threshold_bytes(hrtt_ps: u64, rate_bps: u64, n: u32) -> u64 {
     let bdp = u128::from(hrtt_ps) * u128::from(rate_bps) / 8 / 1_000_000_000_000;
-    (bdp / u128::from(n.max(1))) as u64
+    u64::try_from(bdp / u128::from(n.max(1))).unwrap_or(u64::MAX)
 }
 
 /// The default one-hop RTT of a port: propagation both ways plus the wire time of one
