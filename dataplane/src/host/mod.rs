@@ -39,8 +39,8 @@
 //! loss (spurious go-back-N in a lossless run). A pause cannot fire the timer; the time
 //! paused is added to its deadline.
 //!
-//! Not yet: the signals of the other per-hop schemes (Aquarius, Pyrrha), which the switch does
-//! not implement either.
+//! Not yet: the signals of Aquarius (per-flow PAUSE/RESUME, which the virtual-time fabric's
+//! NICs do honour) and Pyrrha (per-root pause); this stack ignores them.
 
 pub mod fabric;
 pub mod nicq;
