@@ -24,13 +24,6 @@ impl Fifo {
         self.pkts.push_back(p);
     }
 
-    #[inline]
-    pub fn pop(&mut self) -> Option<Pkt> {
-        let p = self.pkts.pop_front()?;
-        self.bytes -= u64::from(p.len);
-        Some(p)
-    }
-
     /// Removes the head, which the caller knows is there. (Copied out of the ring and then
     /// popped, not returned as `Option<Pkt>`: that wrapper was re-copied in misaligned
     /// pieces, a store-forwarding stall per packet on the egress path.)
@@ -149,13 +142,6 @@ impl QueueSet {
             return 0;
         }
         self.nonempty & !pause.paused_mask(now)
-    }
-
-    /// Picks and dequeues the next packet to transmit; `None` if nothing is eligible.
-    /// Returns the packet and its data queue (`None` for the control queue).
-    pub fn dequeue(&mut self, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
-        let pick = self.pick(pause, now)?;
-        Some((self.take(pick), pick.data()))
     }
 
     /// The queue to serve next (control first, then strict, then DRR among the eligible data
@@ -279,6 +265,12 @@ mod tests {
         Pkt::new(FrameId(id), len, 0, 0)
     }
 
+    /// `pick` then `take`, as `Switch::service` runs them: the packet and its data queue.
+    fn dequeue(qs: &mut QueueSet, pause: &PauseRegs, now: u64) -> Option<(Pkt, Option<usize>)> {
+        let pick = qs.pick(pause, now)?;
+        Some((qs.take(pick), pick.data()))
+    }
+
     #[test]
     fn drr_shares_bytes_equally_with_unequal_sizes() {
         let mut qs = QueueSet::new(&spec(SchedKind::Drr, vec![], 1500));
@@ -289,7 +281,7 @@ mod tests {
         }
         let mut bytes = [0u64; 4];
         for _ in 0..200 {
-            let (p, q) = qs.dequeue(&regs, 0).unwrap();
+            let (p, q) = dequeue(&mut qs, &regs, 0).unwrap();
             bytes[q.unwrap()] += u64::from(p.len);
         }
         let ratio = bytes[0] as f64 / bytes[1] as f64;
@@ -304,13 +296,13 @@ mod tests {
         qs.push(3, pkt(100, 2));
         qs.push(3, pkt(100, 3));
         regs.pause(3, 1_000);
-        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(0));
-        assert!(qs.dequeue(&regs, 0).is_none(), "queue 3 is paused");
+        assert_eq!(dequeue(&mut qs, &regs, 0).unwrap().1, Some(0));
+        assert!(dequeue(&mut qs, &regs, 0).is_none(), "queue 3 is paused");
         assert!(!qs.has_eligible(&regs, 0));
-        assert_eq!(qs.dequeue(&regs, 1_000).unwrap().0.frame, FrameId(2));
+        assert_eq!(dequeue(&mut qs, &regs, 1_000).unwrap().0.frame, FrameId(2));
         // The control queue goes first even when data is waiting.
         qs.ctrl.push(pkt(64, 9));
-        let (p, q) = qs.dequeue(&regs, 1_000).unwrap();
+        let (p, q) = dequeue(&mut qs, &regs, 1_000).unwrap();
         assert_eq!((p.frame, q), (FrameId(9), None));
     }
 
@@ -320,8 +312,8 @@ mod tests {
         let regs = PauseRegs::new(4);
         qs.push(1, pkt(100, 1));
         qs.push(2, pkt(100, 2));
-        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(2));
-        assert_eq!(qs.dequeue(&regs, 0).unwrap().1, Some(1));
-        assert!(qs.dequeue(&regs, 0).is_none());
+        assert_eq!(dequeue(&mut qs, &regs, 0).unwrap().1, Some(2));
+        assert_eq!(dequeue(&mut qs, &regs, 0).unwrap().1, Some(1));
+        assert!(dequeue(&mut qs, &regs, 0).is_none());
     }
 }
