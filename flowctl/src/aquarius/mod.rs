@@ -37,7 +37,8 @@ pub use upstream::{PauseAction, QueueCmd, QueueTable, UpstreamStats};
 
 use crate::bfc::assign::TableError;
 use crate::bfc::{
-    default_hrtt_ps, threshold_bytes, BfcPort, FlowTable, MAX_INTERVAL_PS, NO_SLOT, NO_UPQ,
+    default_hrtt_ps, interval, threshold_bytes, BfcPort, FlowTable, MAX_INTERVAL_PS, NO_SLOT,
+    NO_UPQ,
 };
 use crate::wire::signal::{Signal, SignalRepr, DST_SIGNAL};
 use serde::{Deserialize, Serialize};
@@ -182,10 +183,8 @@ impl Aquarius {
         let hrtt_ps = cfg
             .hrtt_ps
             .unwrap_or_else(|| ports.iter().map(default_hrtt_ps).max().unwrap_or(0));
-        // The same bound as BFC's: timers add HRTT multiples to `now` (u64 ps).
-        if hrtt_ps > MAX_INTERVAL_PS {
-            return Err(AquariusError::Hrtt(hrtt_ps));
-        }
+        // BFC's bound: timers add HRTT multiples to `now` (u64 ps).
+        let hrtt_ps = interval(u128::from(hrtt_ps)).ok_or(AquariusError::Hrtt(hrtt_ps))?;
         let ports = ports
             .iter()
             .map(|p| {

@@ -155,12 +155,13 @@ pub enum BfcError {
 /// the bound a fuzzed `hrtt = "8888888888888500us"` overflowed `sticky_hrtts * hrtt_ps`.
 pub const MAX_INTERVAL_PS: u64 = 3_600 * 1_000_000_000_000;
 
+/// `ps` if it is at most [`MAX_INTERVAL_PS`] (BFC's and Aquarius's timer intervals).
+pub fn interval(ps: u128) -> Option<u64> {
+    u64::try_from(ps).ok().filter(|&p| p <= MAX_INTERVAL_PS)
+}
+
 fn bounded(what: &'static str, ps: u128) -> Result<u64, BfcError> {
-    if ps > u128::from(MAX_INTERVAL_PS) {
-        Err(BfcError::Interval(what, ps))
-    } else {
-        Ok(ps as u64)
-    }
+    interval(ps).ok_or(BfcError::Interval(what, ps))
 }
 
 /// The result of queue assignment for one packet.
