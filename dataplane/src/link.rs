@@ -5,7 +5,8 @@
 //! Without this, veth would drain any queue instantly and congestion would never build inside
 //! the switch. Real-time workers poll late by up to a batch; `max_lag` lets the shaper catch up
 //! on that lateness (a frame may start in the recent past) without ever building a burst
-//! credit larger than the lag.
+//! credit larger than the lag. Only time the worker did not see counts as lateness: a port
+//! seen with nothing eligible (empty or paused) is idle, and idle time earns no credit.
 
 use crate::frame::FrameId;
 use crate::units::ser_ps;
@@ -55,6 +56,17 @@ impl Link {
         self.free_at
     }
 
+    /// The port had nothing eligible to send at `now` (empty or paused queues): the wire sat
+    /// idle until now, so no catch-up credit accrues for that time. Without this, a queue
+    /// resumed after a long pause would start its backlog up to `max_lag` in the past: a burst
+    /// far above line rate into a downstream whose headroom assumes line rate.
+    #[inline]
+    pub fn idle(&mut self, now: u64) {
+        if self.free_at < now {
+            self.free_at = now;
+        }
+    }
+
     /// Starts serializing `len` bytes of `frame` at `now`; returns its start time.
     #[inline]
     pub fn start(&mut self, frame: FrameId, len: u32, now: u64) -> u64 {
@@ -91,5 +103,51 @@ impl Link {
     /// Drains everything on the wire (port going away).
     pub fn drain(&mut self) -> impl Iterator<Item = InFlight> + '_ {
         self.wire.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000_000;
+    /// 10 µs on a 1 Gbit/s wire with the 20 B of preamble and gap.
+    const LEN: u32 = 1230;
+
+    /// Bytes whose last bit has reached the far end by `t`.
+    fn released_by(l: &mut Link, t: u64) -> u64 {
+        let mut b = 0;
+        while let Some(f) = l.pop_due(t) {
+            b += u64::from(f.len);
+        }
+        b
+    }
+
+    #[test]
+    fn a_late_worker_catches_up_within_the_lag() {
+        // 1 Gbit/s, 20 ms catch-up: frames queued at 0 but started by a worker that woke at
+        // 5 ms start back-to-back from 0, so the rate holds over the stall.
+        let mut l = Link::new(1_000_000_000, 0, 20 * MS);
+        l.idle(0);
+        for _ in 0..1000 {
+            l.start(FrameId(0), LEN, 5 * MS);
+        }
+        assert_eq!(released_by(&mut l, 5 * MS), 500 * u64::from(LEN));
+    }
+
+    #[test]
+    fn idle_time_earns_no_burst() {
+        // The same backlog, but the worker saw the port with nothing eligible (a paused
+        // queue) until 30 ms: after the resume the frames leave at line rate from 30 ms, not
+        // 20 ms' worth at once.
+        let mut l = Link::new(1_000_000_000, 0, 20 * MS);
+        for t in 0..=30 {
+            l.idle(t * MS);
+        }
+        for _ in 0..1000 {
+            l.start(FrameId(0), LEN, 30 * MS);
+        }
+        assert_eq!(released_by(&mut l, 30 * MS), 0);
+        assert_eq!(released_by(&mut l, 31 * MS), 100 * u64::from(LEN));
     }
 }

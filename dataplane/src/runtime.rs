@@ -275,6 +275,7 @@ impl Worker {
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock.now();
             let mut work = 0usize;
+            let mut backlog = false;
             for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
                 comp.clear();
                 port.completions(&mut comp);
@@ -283,7 +284,9 @@ impl Worker {
                 port.refill(&mut free);
                 self.mem.give_free(free);
                 rx.clear();
-                work += port.rx_burst(&mut rx, self.batch);
+                let got = port.rx_burst(&mut rx, self.batch);
+                backlog |= got == self.batch;
+                work += got;
                 for &(f, len) in &rx {
                     self.sw.receive(&mut self.mem, *pid, f, len, now, &mut out);
                 }
@@ -297,6 +300,7 @@ impl Worker {
             if let Some(a) = &self.afc {
                 work += a.poll(&self.sw.shared.afc, now);
             }
+            self.sw.set_rx_backlog(backlog);
             let mut dead = Vec::new();
             for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
                 let pend = &mut self.pending[i];

@@ -110,6 +110,9 @@ pub struct Switch {
     pub(crate) mmu_events: u64,
     pub(crate) fc_events: Vec<mmu::FcEvent>,
     pub(crate) ctl_frames: Vec<(usize, ControlFrame)>,
+    /// Frames may still wait in this pipe's receive rings (a burst came back full): a queue
+    /// found empty is then not idle, only not yet refilled (see [`Switch::set_rx_backlog`]).
+    pub(crate) rx_backlog: bool,
 }
 
 /// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
@@ -117,7 +120,10 @@ pub struct Switch {
 /// the emulated rate holds over any window longer than this; the cost is a burst of at most
 /// this much line time after a stall. 5 ms was not enough on a busy 2-core machine: the
 /// 1 Gbit/s UDP flood of `tools/tests/netns.rs` came out 3-7 % slow in 4 of 4 runs (stalls
-/// longer than 5 ms), 2 of 3 within 2 % with 20 ms.
+/// longer than 5 ms), 2 of 3 within 2 % with 20 ms. Only time the worker did not see is
+/// repaid: a port it found with nothing to send is idle (`Link::idle`), else a queue resumed
+/// after a long PFC pause sent 20 ms of line time at once and overran the downstream's
+/// headroom (`tools/tests/pfc.rs`, `insurance_exhausted` drops at s2).
 pub const REALTIME_MAX_LAG_PS: u64 = 20_000_000_000; // 20 ms
 
 impl Switch {
@@ -159,6 +165,7 @@ impl Switch {
             mmu_events: 0,
             fc_events: Vec::new(),
             ctl_frames: Vec::new(),
+            rx_backlog: false,
             shared,
         })
     }
@@ -256,6 +263,14 @@ impl Switch {
         }
     }
 
+    /// Tells the egress stages whether frames may still wait in the receive rings. A late
+    /// worker's shaper catches up on the time it did not run (`crate::link`), but a port seen
+    /// with nothing to send is idle and earns no credit; right after a stall its queues are
+    /// empty only because the backlog is still being read, and that must not count as idle.
+    pub fn set_rx_backlog(&mut self, backlog: bool) {
+        self.rx_backlog = backlog;
+    }
+
     /// Runs the egress of `port` up to `now`: starts frames on the wire as the scheduler and
     /// shaper allow, and appends frames whose wire time has elapsed to `out.tx`.
     pub fn service<M: FrameMem>(&mut self, mem: &mut M, port: u16, now: u64, out: &mut Outputs) {
@@ -270,7 +285,8 @@ impl Switch {
             pause: self.shared.afc.port(p),
             port: p,
         };
-        while let Some(pick) = eg.schedule(d.pause, now) {
+        let idle_seen = !self.rx_backlog;
+        while let Some(pick) = eg.schedule(d.pause, now, idle_seen) {
             let pkt = eg.qs.take(pick);
             let wire_len = d.depart(eg, mem, &pkt, pick.data(), now);
             eg.shape(&pkt, wire_len, now);

@@ -18,13 +18,23 @@ use flowctl::PauseRegs;
 
 impl Egress {
     /// The queue whose head starts on the wire next, if the wire is free and a queue is
-    /// eligible; `take` dequeues it.
+    /// eligible; `take` dequeues it. A free wire with nothing eligible is idle as of `now`
+    /// when `idle_seen` (no receive backlog that could still fill the queues).
     #[inline]
-    pub(crate) fn schedule(&mut self, pause: &PauseRegs, now: u64) -> Option<Pick> {
+    pub(crate) fn schedule(
+        &mut self,
+        pause: &PauseRegs,
+        now: u64,
+        idle_seen: bool,
+    ) -> Option<Pick> {
         if !self.link.can_start(now) {
             return None;
         }
-        self.qs.pick(pause, now)
+        let pick = self.qs.pick(pause, now);
+        if pick.is_none() && idle_seen {
+            self.link.idle(now);
+        }
+        pick
     }
 
     /// Starts `len` bytes of `pkt`'s frame on the emulated wire.
