@@ -6,6 +6,7 @@
 mod bench;
 mod experiment;
 mod host;
+mod metrics;
 mod plot;
 mod repro;
 mod run;

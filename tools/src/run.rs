@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// the control socket; `none` to run without one).
     #[arg(long)]
     afc: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9100; inside a
+    /// testbed that is the switch's own namespace).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Lanes (concurrent controller processes) of the AFC ring.
@@ -126,13 +130,27 @@ pub fn run(a: RunArgs) -> Result<i32> {
             eprintln!("  {r:?}");
         }
     }
+    let ring_full = {
+        let afc = afc.clone();
+        move || afc.as_ref().map(|r| r.ring().full())
+    };
+    if let Some(addr) = &a.metrics {
+        let (r, ring_full) = (running.clone(), ring_full.clone());
+        crate::metrics::serve(
+            addr,
+            Arc::new(move || {
+                let mut s = r.snapshot();
+                s.afc_ring_full = ring_full();
+                s
+            }),
+        )?;
+    }
     let r2 = running.clone();
     let shared = running.shared.clone();
-    let afc2 = afc.clone();
     ctl::serve(&sock, move |req| match req {
         Request::Stats => {
             let mut s = r2.snapshot();
-            s.afc_ring_full = afc2.as_ref().map(|r| r.ring().full());
+            s.afc_ring_full = ring_full();
             Response::Stats(Box::new(s))
         }
         Request::Pause { port, queue } => {
