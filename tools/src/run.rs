@@ -125,10 +125,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
         tracing::info!(switch = %name, %iface, rate_bps = rate, delay_ns = delay / 1000, ?mode, "port up");
     }
     if let Some(rows) = &running.headroom {
-        eprintln!("headroom table (switch {name}):");
-        for r in rows {
-            eprintln!("  {r:?}");
-        }
+        eprint!(
+            "headroom table (switch {name}):\n{}",
+            mmu::headroom::format_headroom_table(rows)
+        );
     }
     let ring_full = {
         let afc = afc.clone();
