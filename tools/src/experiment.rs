@@ -17,7 +17,8 @@
 //! unless the topology's `[sim]` already chooses: `honor_bfc`, or the partial-deployment
 //! `inflight_cap` for hosts that do not speak BFC).
 
-use crate::plot::{write_chart, Chart};
+use crate::congestion::PortPauses;
+use crate::plot::{write_bars, write_chart, Axis, Bars, Chart, Unit};
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::Topology;
 use dataplane::ctl::{self, Request, Response};
@@ -157,6 +158,8 @@ pub struct CellResult {
     pub host_pfc_rx: u64,
     pub host_bfc_pauses_rx: u64,
     pub hosts_incomplete: Vec<String>,
+    /// Pause signals each switch port sent (the congestion tree's edges).
+    pub pauses: Vec<PortPauses>,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
@@ -382,13 +385,20 @@ pub fn run_file(
         }
     }
     eprintln!();
-    let plots = match plot_all(&out, &all_flows, &all_series) {
+    let mut plots = match plot_all(&out, &all_flows, &all_series) {
         Ok(p) => p,
         Err(e) => {
             notes.push(format!("plots failed: {e:#}"));
             Vec::new()
         }
     };
+    let trees = results
+        .iter()
+        .map(|r| (r.cell.as_str(), Path::new(&r.dir), r.pauses.as_slice()));
+    match crate::congestion::draw_cells(trees) {
+        Ok(f) => plots.extend(f),
+        Err(e) => notes.push(format!("congestion trees failed: {e:#}")),
+    }
     let res = ExperimentResult {
         name: exp.name.clone(),
         mode: format!("{:?}", exp.mode).to_lowercase(),
@@ -834,6 +844,7 @@ fn empty_result() -> CellResult {
         host_pfc_rx: 0,
         host_bfc_pauses_rx: 0,
         hosts_incomplete: Vec::new(),
+        pauses: Vec::new(),
         dir: String::new(),
         timeline: Timeline::default(),
     }
@@ -872,6 +883,7 @@ fn fc_port(s: &dataplane::stats::SwitchSnapshot, port: usize) -> FcPort {
 }
 
 fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot], xdp: bool) {
+    r.pauses = crate::congestion::port_pauses(snaps);
     for s in snaps {
         for (i, p) in s.ports.iter().enumerate() {
             for (k, v) in &p.drops {
@@ -1317,26 +1329,58 @@ fn plot_all(
     series: &[(String, Series)],
 ) -> Result<Vec<String>> {
     let mut files = Vec::new();
-    // FCT slowdown (p50 and p99 per size bucket, log10 size).
-    let mut sd = Vec::new();
+    // FCT slowdown: p50 and p99 per size bucket as grouped bars, on a log axis (a lossy cell's
+    // p99 is often 10x the others').
+    let mut edges: Vec<(u64, u64)> = Vec::new();
+    let sums: Vec<_> = flows.iter().map(|(c, fl)| (c, summarize(fl, 1))).collect();
+    for (_, s) in &sums {
+        for b in &s.buckets {
+            if !edges.contains(&(b.lo, b.hi)) {
+                edges.push((b.lo, b.hi));
+            }
+        }
+    }
+    edges.sort_unstable();
+    let size = |b: u64| crate::plot::tick(b as f64, Unit::Bytes);
+    let categories = edges
+        .iter()
+        .map(|&(lo, hi)| match (lo, hi) {
+            (0, h) => format!("< {}", size(h)),
+            (l, u64::MAX) => format!("≥ {}", size(l)),
+            (l, h) => format!("{}–{}", size(l), size(h)),
+        })
+        .collect();
+    let groups = sums
+        .iter()
+        .map(|(cell, s)| {
+            let v = edges
+                .iter()
+                .map(|&(lo, hi)| {
+                    s.buckets
+                        .iter()
+                        .find(|b| b.lo == lo && b.hi == hi && b.slowdown.flows > 0)
+                        .map(|b| (b.slowdown.p50, b.slowdown.p99))
+                })
+                .collect();
+            (cell.to_string(), v)
+        })
+        .collect();
+    write_bars(
+        out,
+        "fct_slowdown",
+        &Bars {
+            title: "FCT slowdown by flow size (solid: p50, light: p99)",
+            x: "flow size",
+            y: "FCT slowdown (log)",
+            categories,
+            groups,
+            ylog: true,
+        },
+        &mut files,
+    )?;
+    // FCT CDF on a log time axis: flows span microseconds to seconds.
     let mut cdf = Vec::new();
     for (cell, fl) in flows {
-        let s = summarize(fl, 1);
-        let pts = |f: fn(&dataplane::host::report::Slowdown) -> f64| -> Vec<(f64, f64)> {
-            s.buckets
-                .iter()
-                .map(|b| {
-                    let mid = if b.hi == u64::MAX {
-                        b.lo as f64 * 10.0
-                    } else {
-                        b.hi as f64
-                    };
-                    (mid.max(1.0).log10(), f(&b.slowdown))
-                })
-                .collect()
-        };
-        sd.push((format!("{cell} p50"), pts(|x| x.p50)));
-        sd.push((format!("{cell} p99"), pts(|x| x.p99)));
         let mut v: Vec<f64> = fl
             .iter()
             .filter_map(|f| f.fct_ps)
@@ -1354,25 +1398,15 @@ fn plot_all(
     }
     write_chart(
         out,
-        "fct_slowdown",
-        &Chart {
-            title: "FCT slowdown by flow size",
-            x: "log10 flow size bucket upper edge (B)",
-            y: "slowdown",
-            series: sd,
-            step: false,
-        },
-        &mut files,
-    )?;
-    write_chart(
-        out,
         "fct_cdf",
         &Chart {
             title: "FCT CDF",
-            x: "FCT (us)",
+            x: "flow completion time (log)",
             y: "fraction of flows",
             series: cdf,
             step: false,
+            xaxis: Axis::log(Unit::Micros),
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1410,6 +1444,7 @@ fn plot_all(
             y: "depth (KB)",
             series: depth,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1422,6 +1457,7 @@ fn plot_all(
             y: "depth (KB)",
             series: maxq,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1434,6 +1470,7 @@ fn plot_all(
             y: "pause signals",
             series: pauses,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;

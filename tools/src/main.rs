@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod congestion;
 mod experiment;
 mod host;
 mod metrics;
