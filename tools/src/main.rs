@@ -12,6 +12,7 @@ mod plot;
 mod repro;
 mod run;
 mod sim;
+mod top;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -52,6 +53,10 @@ enum Cmd {
     /// Reproduce the papers' headline results in virtual time: paper vs measured, a verdict
     /// per row, REPORT.md and plots.
     Repro(repro::ReproArgs),
+    /// Live view of running switches: rates, queue depths, pauses, drops (q quits).
+    ///
+    /// Example: `xoff top --testbed chainpfc` (or `--once` for one text frame).
+    Top(top::TopArgs),
     /// Build, use and remove a netns testbed from a topology file.
     Testbed {
         #[command(subcommand)]
@@ -144,6 +149,7 @@ fn main() {
         Cmd::Host(a) => host::run(a),
         Cmd::Experiment { cmd } => experiment::run(cmd),
         Cmd::Repro(a) => repro::run(a),
+        Cmd::Top(a) => top::run(a),
     };
     match res {
         Ok(code) => std::process::exit(code),
