@@ -114,6 +114,9 @@ fn peer(topo: &Topology, switch: &str, port: &str) -> Option<String> {
     })
 }
 
+/// Switch-to-switch links drawn in grey at most (more would hide the pause edges).
+const MAX_GREY_LINKS: usize = 24;
+
 /// Graphviz source: every switch, the hosts that were paused, switch-to-switch links in grey,
 /// and one red edge per pausing port toward the node it paused, wider for longer or more
 /// pauses.
@@ -123,32 +126,61 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
     let _ = writeln!(s, "digraph congestion {{");
     let _ = writeln!(
         s,
-        "  label={}; labelloc=t; fontsize=18; rankdir=LR; node [shape=box, style=rounded, fontsize=11]; edge [fontsize=9];",
+        "  label={}; labelloc=t; fontsize=18; rankdir=TB; node [shape=box, style=rounded, fontsize=11]; edge [fontsize=9];",
         q(&format!("{title}: who paused whom (edge: pausing port → paused neighbour)"))
     );
-    for sw in &topo.switches {
-        let _ = writeln!(
-            s,
-            "  {} [style=\"rounded,filled\", fillcolor=\"#e8eef7\"];",
-            q(&sw.name)
-        );
-    }
-    let mut hosts: Vec<String> = Vec::new();
+    // Tiers, top to bottom: switches without hosts (spines), switches with hosts (leaves),
+    // then the hosts that were paused.
+    let links = topo.endpoints();
+    let has_host = |sw: &str| {
+        links.iter().any(|(a, b)| {
+            let at = |e: &Endpoint| matches!(e, Endpoint::Port(s, _) if s == sw);
+            (at(a) && matches!(b, Endpoint::Host(_))) || (at(b) && matches!(a, Endpoint::Host(_)))
+        })
+    };
+    let (edge_sw, core_sw): (Vec<&str>, Vec<&str>) = topo
+        .switches
+        .iter()
+        .map(|w| w.name.as_str())
+        .partition(|w| has_host(w));
     let edges: Vec<(&PortPauses, String)> = pauses
         .iter()
         .filter_map(|p| Some((p, peer(topo, &p.switch, &p.port)?)))
         .collect();
+    let mut hosts: Vec<&str> = Vec::new();
     for (_, to) in &edges {
-        if topo.hosts.iter().any(|h| &h.name == to) && !hosts.contains(to) {
-            hosts.push(to.clone());
-            let _ = writeln!(s, "  {} [shape=ellipse];", q(to));
+        if topo.hosts.iter().any(|h| &h.name == to) && !hosts.contains(&to.as_str()) {
+            hosts.push(to);
         }
     }
-    for (a, b) in topo.endpoints() {
-        if let (Endpoint::Port(x, _), Endpoint::Port(y, _)) = (&a, &b) {
+    for (tier, attrs) in [
+        (&core_sw, "style=\"rounded,filled\", fillcolor=\"#e8eef7\""),
+        (&edge_sw, "style=\"rounded,filled\", fillcolor=\"#e8eef7\""),
+        (&hosts, "shape=ellipse"),
+    ] {
+        if tier.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "  {{ rank=same;");
+        for n in tier.iter() {
+            let _ = write!(s, " {} [{attrs}];", q(n));
+        }
+        let _ = writeln!(s, " }}");
+    }
+    // The switch-to-switch links in grey, unless so many would hide the pauses (a 128-host
+    // Clos has 64).
+    let fabric: Vec<(&str, &str)> = links
+        .iter()
+        .filter_map(|(a, b)| match (a, b) {
+            (Endpoint::Port(x, _), Endpoint::Port(y, _)) => Some((x.as_str(), y.as_str())),
+            _ => None,
+        })
+        .collect();
+    if fabric.len() <= MAX_GREY_LINKS {
+        for (x, y) in fabric {
             let _ = writeln!(
                 s,
-                "  {} -> {} [dir=none, color=\"#bbbbbb\", style=dashed, constraint=true];",
+                "  {} -> {} [dir=none, color=\"#bbbbbb\", style=dashed];",
                 q(x),
                 q(y)
             );
@@ -278,9 +310,11 @@ b = "s2:p2"
             "{d}"
         );
         assert!(d.contains(r##""s1" -> "h1" [color="#c0392b""##), "{d}");
-        assert!(d.contains(r#""h1" [shape=ellipse];"#), "{d}");
+        assert!(d.contains(r#"{ rank=same; "h1" [shape=ellipse]; }"#), "{d}");
         // h4 paused nobody and was not paused: not drawn.
         assert!(!d.contains("\"h4\""), "{d}");
         assert!(d.contains(r#""s1" -> "s2" [dir=none"#), "{d}");
+        // Both switches have hosts: one tier.
+        assert!(d.contains(r#"{ rank=same; "s1" ["#), "{d}");
     }
 }
