@@ -116,6 +116,8 @@ fn peer(topo: &Topology, switch: &str, port: &str) -> Option<String> {
 
 /// Switch-to-switch links drawn in grey at most (more would hide the pause edges).
 const MAX_GREY_LINKS: usize = 24;
+/// Paused hosts drawn one by one at most; beyond, one node per switch.
+const MAX_HOSTS: usize = 16;
 
 /// Graphviz source: every switch, the hosts that were paused, switch-to-switch links in grey,
 /// and one red edge per pausing port toward the node it paused, wider for longer or more
@@ -147,9 +149,54 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
         .iter()
         .filter_map(|p| Some((p, peer(topo, &p.switch, &p.port)?)))
         .collect();
+    // (from switch, to node, edge label, pauses) — one per pausing port, except that with
+    // more than MAX_HOSTS paused hosts each switch's host ports become one edge to one node
+    // ("leaf3 hosts"): a Clos's 128 hosts in a row are unreadable.
+    let is_host = |n: &str| topo.hosts.iter().any(|h| h.name == n);
+    let paused_hosts = {
+        let mut v: Vec<&str> = edges
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .filter(|t| is_host(t))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    let mut lines: Vec<(String, String, String, PortPauses)> = Vec::new();
+    for (p, to) in &edges {
+        if paused_hosts > MAX_HOSTS && is_host(to) {
+            let node = format!("{} hosts", p.switch);
+            match lines.iter_mut().find(|l| l.0 == p.switch && l.1 == node) {
+                Some(l) => {
+                    let t = &mut l.3;
+                    t.pfc_xoff += p.pfc_xoff;
+                    t.pfc_pause_s = t.pfc_pause_s.max(p.pfc_pause_s);
+                    t.bfc += p.bfc;
+                    t.aquarius += p.aquarius;
+                    t.pyrrha += p.pyrrha;
+                    t.port = (t.port.parse::<u32>().unwrap_or(1) + 1).to_string();
+                }
+                None => {
+                    let mut t = (*p).clone();
+                    t.port = "1".into();
+                    lines.push((p.switch.clone(), node, String::new(), t));
+                }
+            }
+        } else {
+            let label = format!("{}: {}", p.port, p.label());
+            lines.push((p.switch.clone(), to.clone(), label, (*p).clone()));
+        }
+    }
+    for l in &mut lines {
+        if l.2.is_empty() {
+            // Aggregated: `port` counted the host ports; the pause time is the longest.
+            l.2 = format!("{} host ports: {}", l.3.port, l.3.label());
+        }
+    }
     let mut hosts: Vec<&str> = Vec::new();
-    for (_, to) in &edges {
-        if topo.hosts.iter().any(|h| &h.name == to) && !hosts.contains(&to.as_str()) {
+    for (_, to, _, _) in &lines {
+        if (is_host(to) || to.ends_with(" hosts")) && !hosts.contains(&to.as_str()) {
             hosts.push(to);
         }
     }
@@ -186,18 +233,18 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
             );
         }
     }
-    let heaviest = edges
+    let heaviest = lines
         .iter()
-        .map(|(p, _)| weight(p))
+        .map(|l| weight(&l.3))
         .fold(f64::MIN_POSITIVE, f64::max);
-    for (p, to) in &edges {
+    for (from, to, label, p) in &lines {
         let w = 1.0 + 5.0 * weight(p) / heaviest;
         let _ = writeln!(
             s,
             "  {} -> {} [color=\"#c0392b\", penwidth={w:.1}, label={}];",
-            q(&p.switch),
+            q(from),
             q(to),
-            q(&format!("{}: {}", p.port, p.label()))
+            q(label)
         );
     }
     let _ = writeln!(s, "}}");
@@ -316,5 +363,34 @@ b = "s2:p2"
         assert!(d.contains(r#""s1" -> "s2" [dir=none"#), "{d}");
         // Both switches have hosts: one tier.
         assert!(d.contains(r#"{ rank=same; "s1" ["#), "{d}");
+    }
+
+    #[test]
+    fn many_paused_hosts_become_one_node_per_switch() {
+        let mut t = String::from("name = \"big\"\n[[switch]]\nname = \"s1\"\nport = [");
+        for h in 0..20 {
+            t += &format!("{{ name = \"p{h}\" }}, ");
+        }
+        t += "]\n";
+        for h in 0..20 {
+            t += &format!("[[host]]\nname = \"h{h}\"\nip = \"10.0.0.{}/24\"\n", h + 1);
+            t += &format!("[[link]]\na = \"h{h}\"\nb = \"s1:p{h}\"\n");
+        }
+        let topo = Topology::parse(&t, Path::new("big.toml")).unwrap();
+        let pauses: Vec<PortPauses> = (0..20)
+            .map(|h| PortPauses {
+                switch: "s1".into(),
+                port: format!("p{h}"),
+                pfc_xoff: 10,
+                pfc_pause_s: 0.001 * f64::from(h),
+                ..Default::default()
+            })
+            .collect();
+        let d = dot("cell", &topo, &pauses);
+        assert!(
+            d.contains(r##""s1" -> "s1 hosts" [color="#c0392b", penwidth=6.0, label="20 host ports: 200 PFC XOFF (19 ms)"];"##),
+            "{d}"
+        );
+        assert!(!d.contains("\"h3\""), "{d}");
     }
 }
