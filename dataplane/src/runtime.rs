@@ -134,6 +134,12 @@ impl Running {
         let mut snap = self
             .shared
             .snapshot(self.started.elapsed().as_secs_f64(), merge(&self.mmu_stats));
+        // A running switch watches its links (`crate::ctl::LinkWatch`): report the counts,
+        // zeros included.
+        for (p, c) in snap.ports.iter_mut().zip(&self.shared.counters) {
+            p.port_down = Some(c.link_down.get());
+            p.port_up = Some(c.link_up.get());
+        }
         snap.pfc =
             self.fc_stats.lock().ok().and_then(|g| {
                 crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())

@@ -170,6 +170,10 @@ pub struct PortCounters {
     pub xdp_tx_ring_empty: Counter,
     /// Set when the interface went away.
     pub down: Counter,
+    /// Link transitions rtnetlink reported (`xoff run`'s control loop, `crate::ctl`): up to
+    /// down or deleted, and back up. Written by that one thread, read by anyone.
+    pub link_down: Counter,
+    pub link_up: Counter,
 }
 
 impl PortCounters {
@@ -189,6 +193,8 @@ impl PortCounters {
             xdp_tx_invalid: Counter::default(),
             xdp_tx_ring_empty: Counter::default(),
             down: Counter::default(),
+            link_down: Counter::default(),
+            link_up: Counter::default(),
         }
     }
 
@@ -221,6 +227,8 @@ impl PortCounters {
                 .filter(|&&r| self.drops_of(r) > 0)
                 .map(|&r| (r.name().to_string(), self.drops_of(r)))
                 .collect(),
+            port_down: None,
+            port_up: None,
             xdp: XdpSnapshot {
                 rx_dropped: self.xdp_rx_dropped.get(),
                 rx_invalid_descs: self.xdp_rx_invalid.get(),
@@ -258,6 +266,12 @@ pub struct PortSnapshot {
     pub tx_pkts: u64,
     pub tx_bytes: u64,
     pub drops: BTreeMap<String, u64>,
+    /// Times the link went down (or its interface vanished) and came back up, where a link
+    /// watcher runs (`xoff run`); absent in virtual time, which has no links to lose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_down: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_up: Option<u64>,
     pub xdp: XdpSnapshot,
     pub queues: Vec<QueueSnapshot>,
 }
