@@ -1,6 +1,11 @@
-//! Counters. Every counter has one writer (the worker that owns the port), so increments are a
-//! relaxed load and store, and readers (the control socket) see a consistent-enough snapshot
-//! without slowing the data path.
+//! Counters. A port's counters are written by the worker that owns the port, so its
+//! increments are a relaxed load and store (no locked instruction per packet), and readers
+//! (the control socket) see them without slowing the data path. What another thread counts on
+//! a port goes to counters that only ever take atomic adds, summed on read: `drops_shared`
+//! (a full hand-off ring, `runtime::Handoffs`; a control frame without a free chunk) and the
+//! link transitions the control loop sees (`link_down`, `link_up`). So every increment is
+//! kept with any number of workers (issue 21 item 2; `tests/handoff.rs` counts 300 000
+//! frames through two workers exactly).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
