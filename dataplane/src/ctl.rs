@@ -194,13 +194,18 @@ pub fn serve(
     serve_with(path, Limits::default(), None, handle)
 }
 
-/// Serves requests on `path` within `limits`, watching `links` on the same loop.
+/// Serves requests on `path` within `limits`, watching `links` on the same loop. Raises the
+/// process's soft open-file limit to its hard limit (`port::sys::raise_nofile`).
 pub fn serve_with(
     path: &Path,
     limits: Limits,
     links: Option<LinkWatch>,
     handle: impl FnMut(Request) -> Response + Send + 'static,
 ) -> io::Result<Server> {
+    // Room for `max_conns` clients besides the switch's own sockets.
+    if let Err(e) = crate::port::sys::raise_nofile() {
+        tracing::warn!("control socket: cannot raise the open-file limit: {e}");
+    }
     let listener = bind_private(path)?;
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);

@@ -280,3 +280,35 @@ fn unread_answers_stop_reading() {
     drop(s);
     srv.shutdown();
 }
+
+/// Past `max_conns` a client is told so and closed; a slot freed by a client leaving is
+/// served again.
+#[test]
+fn connections_beyond_the_limit_are_told_and_closed() {
+    let path = sock_path("limit");
+    let limits = Limits {
+        max_conns: 4,
+        ..Limits::default()
+    };
+    let srv = start(&path, limits);
+    let mut held: Vec<UnixStream> = (0..4)
+        .map(|_| UnixStream::connect(&path).unwrap())
+        .collect();
+    // Let the loop accept them before the fifth arrives.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut extra = UnixStream::connect(&path).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    extra.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, "{\"error\":\"too many connections\"}\n");
+    held.pop();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(matches!(
+        ctl::request(&path, &Request::Stats).unwrap(),
+        Response::Stats(_)
+    ));
+    drop(held);
+    srv.shutdown();
+}
