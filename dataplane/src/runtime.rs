@@ -169,8 +169,9 @@ pub const HANDOFF_RING: usize = 8192;
 /// bound for the ports it owns, and an eventfd to wake it.
 ///
 /// Counting (issue 21 item 2): a data packet refused by a full ring is a `queue_full` drop of
-/// its egress port, which another worker owns, so it goes to that port's atomic
-/// `drops_shared` (`crate::stats`), never to the owner's single-writer counters.
+/// its egress port (a control frame a `control_lost` one); another worker owns that port, so
+/// the drop goes to the port's atomic `drops_shared` (`crate::stats`), never to the owner's
+/// single-writer counters.
 pub struct Handoffs {
     boxes: Vec<Mailbox>,
 }
@@ -192,8 +193,8 @@ impl Handoffs {
     }
 
     /// Passes `out.handoff` to the mailboxes of the ports' owners. A full mailbox drops a
-    /// data packet (counted on its port) or a control frame (the scheme refreshes it).
-    /// Returns the data packets dropped.
+    /// data packet (`queue_full` on its port) or a control frame (`control_lost` on its
+    /// port; the scheme refreshes it). Returns the data packets dropped.
     pub fn send<M: FrameMem>(
         &self,
         owner: &[u16],
@@ -205,8 +206,11 @@ impl Handoffs {
         for h in out.handoff.drain(..) {
             let dst = usize::from(owner[usize::from(h.port)]);
             if let Err(h) = self.boxes[dst].ring.push(h) {
-                if !h.ctrl {
-                    shared.counters[usize::from(h.port)].drop_shared(DropReason::QueueFull);
+                let c = &shared.counters[usize::from(h.port)];
+                if h.ctrl {
+                    c.drop_shared(DropReason::ControlLost);
+                } else {
+                    c.drop_shared(DropReason::QueueFull);
                     dropped += 1;
                 }
                 mem.free(h.pkt.frame);
@@ -497,5 +501,47 @@ impl Worker {
         );
         mb.sleeping.store(false, Ordering::Release);
         mb.wake.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Topology;
+    use crate::frame::{HeapMem, Pkt};
+    use crate::switch::SwitchShared;
+
+    /// A full mailbox: the data packet counts as `queue_full`, the control frame as
+    /// `control_lost`, both on the destination port, and both frames are freed.
+    #[test]
+    fn full_mailbox_counts_data_and_control_on_the_port() {
+        let t = Topology::parse(
+            r#"
+[[switch]]
+name = "s1"
+port = [{ name = "p1" }, { name = "p2" }]
+"#,
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let shared = SwitchShared::new(t.switch_spec("s1").unwrap());
+        let boxes = Handoffs::new(2, 1).unwrap();
+        let mut mem = HeapMem::new(4, 256);
+        let mut out = Outputs::new();
+        for ctrl in [false, false, true] {
+            let f = mem.alloc().unwrap();
+            out.handoff.push(Handoff {
+                port: 1,
+                pkt: Pkt::new(f, 64, 0, 0),
+                ctrl,
+            });
+        }
+        assert_eq!(boxes.send(&[0, 1], &shared, &mut mem, &mut out), 1);
+        let c = &shared.counters[1];
+        assert_eq!(c.drops_of(DropReason::QueueFull), 1);
+        assert_eq!(c.drops_of(DropReason::ControlLost), 1);
+        assert_eq!((boxes.pending(1), boxes.pending(0)), (1, 0));
+        assert_eq!(mem.available(), 3, "the two refused frames are freed");
+        assert!(boxes.recv(1).is_some_and(|h| !h.ctrl));
     }
 }

@@ -87,10 +87,15 @@ pub enum DropReason {
     PortDown,
     /// The PFC watchdog declared the queue stormed and drops its packets.
     PfcWatchdog,
+    /// A control frame this switch made (PFC, Xoff signal) for a port another worker owns,
+    /// lost to that worker's full hand-off ring (the scheme sends it again on its next
+    /// refresh). Counted so a control frame a scheme counted as sent but that never reached
+    /// the wire is accounted for.
+    ControlLost,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 18] = [
         DropReason::Runt,
         DropReason::TruncatedIpv4,
         DropReason::BadIpv4Header,
@@ -108,6 +113,7 @@ impl DropReason {
         DropReason::MacControl,
         DropReason::PortDown,
         DropReason::PfcWatchdog,
+        DropReason::ControlLost,
     ];
 
     pub fn index(self) -> usize {
@@ -133,6 +139,7 @@ impl DropReason {
             DropReason::MacControl => "mac_control",
             DropReason::PortDown => "port_down",
             DropReason::PfcWatchdog => "pfc_watchdog",
+            DropReason::ControlLost => "control_lost",
         }
     }
 }
