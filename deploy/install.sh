@@ -6,7 +6,8 @@
 set -euo pipefail
 
 pkgs=(clang llvm libelf-dev zlib1g-dev m4 pkg-config make gcc
-      iproute2 ethtool iperf3 iputils-ping tcpdump tshark python3 procps fonts-dejavu-core)
+      iproute2 ethtool iperf3 iputils-ping tcpdump tshark python3 procps fonts-dejavu-core
+      prometheus curl graphviz tmux)  # promtool + curl: --metrics; dot: congestion trees; tmux: xoff top test
 for a in "$@"; do
   case "$a" in
     --mininet) pkgs+=(mininet iputils-ping) ;;

@@ -123,8 +123,23 @@ pub struct Switch {
 /// longer than 5 ms), 2 of 3 within 2 % with 20 ms. Only time the worker did not see is
 /// repaid: a port it found with nothing to send is idle (`Link::idle`), else a queue resumed
 /// after a long PFC pause sent 20 ms of line time at once and overran the downstream's
-/// headroom (`tools/tests/pfc.rs`, `insurance_exhausted` drops at s2).
+/// headroom (`tools/tests/pfc.rs`, `insurance_exhausted` drops at s2). A switch with
+/// lossless classes uses at most half its `response_ps` (see `lossless_lag`).
 pub const REALTIME_MAX_LAG_PS: u64 = 20_000_000_000; // 20 ms
+
+/// The catch-up window of a switch that claims losslessness: at most half its configured
+/// `response_ps`. A catch-up burst is data the far end receives at once that a real wire
+/// would have spread over the stall, as if this switch had reacted to a pause that late; the
+/// far end's headroom covers `response_ps` of lateness in all (its own and ours), so half of
+/// it is ours. Found under CPU load: 20 ms bursts after 10-20 ms stalls overran chain-pfc's
+/// DSH insurance (10 ms at 1 Gbit/s). A shorter window costs rate under long stalls, never
+/// loss.
+fn lossless_lag(buffer: Option<&mmu::MmuConfig>, max_lag_ps: u64) -> u64 {
+    match buffer {
+        Some(b) if !b.lossless_pgs.is_empty() => max_lag_ps.min(b.response_ps / 2),
+        _ => max_lag_ps,
+    }
+}
 
 impl Switch {
     /// A pipe owning the ports `p` with `owner[p] == me`. `pipes` divides the MMU's buffer.
@@ -137,6 +152,7 @@ impl Switch {
     ) -> Result<Self, SwitchError> {
         let pipes = u64::from(owner.iter().copied().max().unwrap_or(0)) + 1;
         let spec = &shared.spec;
+        let max_lag_ps = lossless_lag(spec.buffer.as_ref(), max_lag_ps);
         let egress = spec
             .ports
             .iter()
@@ -394,6 +410,33 @@ b = "s1:p3"
                 _ => return out.tx,
             }
         }
+    }
+
+    #[test]
+    fn a_lossless_switch_catches_up_at_most_half_its_response_time() {
+        let lossless = mmu::MmuConfig {
+            lossless_pgs: vec![3],
+            response_ps: 10_000_000_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            lossless_lag(Some(&lossless), REALTIME_MAX_LAG_PS),
+            5_000_000_000
+        );
+        assert_eq!(
+            lossless_lag(Some(&lossless), 0),
+            0,
+            "virtual time stays exact"
+        );
+        let lossy = mmu::MmuConfig {
+            lossless_pgs: vec![],
+            ..lossless
+        };
+        assert_eq!(
+            lossless_lag(Some(&lossy), REALTIME_MAX_LAG_PS),
+            REALTIME_MAX_LAG_PS
+        );
+        assert_eq!(lossless_lag(None, REALTIME_MAX_LAG_PS), REALTIME_MAX_LAG_PS);
     }
 
     #[test]

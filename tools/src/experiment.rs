@@ -10,6 +10,13 @@
 //! CDF, queue depth over time and pause signals (PFC XOFF frames, BFC pauses) over time for
 //! the busiest ports.
 //!
+//! Sweeps (issue 23): `--jobs N` runs virtual-time cells on N threads (each cell builds its
+//! own fabric from its own seed, so results equal `--jobs 1`; real-frame cells stay serial);
+//! `--shard I/N` runs the cells whose table index is I mod N and writes a partial
+//! results.json plus each cell's exact flows and series (`cell.json`); `xoff experiment merge`
+//! checks the shards belong together and writes what one run would have. Cluster recipes:
+//! `deploy/cluster/`.
+//!
 //! Schemes: `none` (no flow control), `pfc` (802.1Qbb on the lossless priority), and the BFC
 //! variants `bfc`, `bfc-stochastic`, `bfc-single` (the switch's `scheme`, PFC off). The hosts
 //! of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32): `xoff host
@@ -17,7 +24,8 @@
 //! unless the topology's `[sim]` already chooses: `honor_bfc`, or the partial-deployment
 //! `inflight_cap` for hosts that do not speak BFC).
 
-use crate::plot::{write_chart, Chart};
+use crate::congestion::PortPauses;
+use crate::plot::{write_bars, write_chart, Axis, Bars, Chart, Unit};
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::Topology;
 use dataplane::ctl::{self, Request, Response};
@@ -43,6 +51,28 @@ pub enum ExperimentCmd {
         /// Output directory (default: `results/<experiment name>`).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print the results as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Run up to N virtual-time cells at once (each stays deterministic for its seed:
+        /// results equal --jobs 1). Real-frame (testbed) cells always run one at a time: they
+        /// share this machine's CPUs and namespaces.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: u16,
+        /// Run only shard I of N: the cells whose index in the results table is I modulo N
+        /// (0 <= I < N). Writes a partial results.json; `xoff experiment merge` combines the
+        /// N shards' directories.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<ShardSpec>,
+    },
+    /// Combine the output directories of `run --shard I/N` (all N shards of one experiment
+    /// file) into the full table, results.json and plots.
+    Merge {
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Output directory for the merged results.
+        #[arg(long)]
+        out: PathBuf,
         /// Print the results as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -132,7 +162,7 @@ struct SampleCfg {
 }
 
 /// One cell's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
     pub cell: String,
     pub params: BTreeMap<String, String>,
@@ -157,13 +187,16 @@ pub struct CellResult {
     pub host_pfc_rx: u64,
     pub host_bfc_pauses_rx: u64,
     pub hosts_incomplete: Vec<String>,
+    /// Pause signals each switch port sent (the congestion tree's edges).
+    #[serde(default)]
+    pub pauses: Vec<PortPauses>,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
 }
 
 /// Switch telemetry of a cell over time, sampled every `[sample] interval` (virtual or real).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timeline {
     pub interval_us: f64,
     /// Sample times, µs from the start of the run.
@@ -179,7 +212,7 @@ pub struct Timeline {
 }
 
 /// One port's telemetry over time (aligned with [`Timeline::t_us`]).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PortTimeline {
     /// Bytes queued in all the port's queues.
     pub depth_bytes: Vec<u64>,
@@ -189,17 +222,35 @@ pub struct PortTimeline {
     pub pauses: Vec<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExperimentResult {
     pub name: String,
     pub mode: String,
     pub cells: Vec<CellResult>,
     pub plots: Vec<String>,
     pub notes: Vec<String>,
+    /// Set in a shard's partial results (`--shard I/N`), absent from whole runs and merges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+}
+
+/// What `xoff experiment merge` checks shards by.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// I and N of `--shard I/N`.
+    pub index: usize,
+    pub count: usize,
+    /// Indices (table order) of the cells this shard ran, matching `cells`.
+    pub cells: Vec<usize>,
+    /// Every cell of the experiment, in table order.
+    pub labels: Vec<String>,
+    /// FNV-1a 64 of the experiment file, its topology and workload CDF files.
+    pub digest: String,
+    pub xoff_version: String,
 }
 
 /// Time series gathered during a cell: every switch port, aligned with `t_ps`.
-#[derive(Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Series {
     interval_ps: u64,
     t_ps: Vec<u64>,
@@ -297,16 +348,93 @@ impl Series {
 }
 
 pub fn run(cmd: ExperimentCmd) -> Result<i32> {
-    let ExperimentCmd::Run { file, out, json } = cmd;
-    let (res, out) = run_file(&file, out, None)?;
+    let (res, out, json) = match cmd {
+        ExperimentCmd::Run {
+            file,
+            out,
+            json,
+            jobs,
+            shard,
+        } => {
+            let opts = RunOpts {
+                duration: None,
+                jobs: usize::from(jobs),
+                shard,
+            };
+            let (res, out) = run_file_with(&file, out, &opts)?;
+            (res, out, json)
+        }
+        ExperimentCmd::Merge { dirs, out, json } => {
+            let res = merge_dirs(&dirs, &out)?;
+            (res, out, json)
+        }
+    };
     let mut o = std::io::stdout().lock();
     if json {
         writeln!(o, "{}", serde_json::to_string_pretty(&res)?)?;
     } else {
         write!(o, "{}", table(&res))?;
+        if let Some(s) = &res.shard {
+            writeln!(
+                o,
+                "shard {}/{}: {} of {} cells; combine the shards with `xoff experiment merge`",
+                s.index,
+                s.count,
+                s.cells.len(),
+                s.labels.len()
+            )?;
+        }
         writeln!(o, "results in {}", out.display())?;
     }
     Ok(0)
+}
+
+/// `--shard I/N`: this process runs the cells whose index (in the order of the results table:
+/// matrix values in key order, then seeds) is I modulo N. The assignment depends only on the
+/// experiment file, so N independent processes cover every cell exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl std::str::FromStr for ShardSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("`{s}`: use I/N, e.g. 0/4"))?;
+        let index: usize = i
+            .trim()
+            .parse()
+            .map_err(|e| format!("`{s}`: shard index: {e}"))?;
+        let count: usize = n
+            .trim()
+            .parse()
+            .map_err(|e| format!("`{s}`: shard count: {e}"))?;
+        if count == 0 || index >= count {
+            return Err(format!("`{s}`: need 0 <= I < N"));
+        }
+        Ok(ShardSpec { index, count })
+    }
+}
+
+impl ShardSpec {
+    /// Whether cell `i` (0-based, table order) belongs to this shard.
+    pub fn owns(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+}
+
+/// How to run an experiment file.
+#[derive(Debug, Clone)]
+pub struct RunOpts<'a> {
+    /// Replaces the traffic window (`xoff repro --quick`).
+    pub duration: Option<&'a str>,
+    /// Virtual-time cells run on up to this many threads (real-frame cells stay serial).
+    pub jobs: usize,
+    pub shard: Option<ShardSpec>,
 }
 
 /// Runs every cell of the experiment `file` into `out` (default `results/<name>`), with the
@@ -317,6 +445,39 @@ pub fn run_file(
     out: Option<PathBuf>,
     duration: Option<&str>,
 ) -> Result<(ExperimentResult, PathBuf)> {
+    run_file_with(
+        file,
+        out,
+        &RunOpts {
+            duration,
+            jobs: 1,
+            shard: None,
+        },
+    )
+}
+
+/// One cell of the matrix × seeds, in table order.
+struct CellSpec {
+    index: usize,
+    params: BTreeMap<String, String>,
+    seed: u64,
+    label: String,
+}
+
+/// An experiment file read and checked, with what every cell shares.
+struct Plan {
+    exp: ExpFile,
+    fname: String,
+    base: PathBuf,
+    topo_path: PathBuf,
+    topo_text: String,
+    paths: Paths,
+    cells: Vec<CellSpec>,
+    /// FNV-1a of the experiment, topology and workload files (after `duration` overrides).
+    digest: String,
+}
+
+fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     let fname = file.display().to_string();
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {fname}"))?;
     let mut exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
@@ -324,8 +485,6 @@ pub fn run_file(
         exp.duration = d.to_string();
     }
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let out = out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let topo_path = base.join(&exp.topology);
     let topo_text = std::fs::read_to_string(&topo_path)
         .with_context(|| format!("{fname}: topology: reading {}", topo_path.display()))?;
@@ -340,72 +499,397 @@ pub fn run_file(
     if exp.seeds.is_empty() {
         bail!("{fname}: seeds: give at least one seed");
     }
-    let cells = cells(&exp.matrix);
-    let total = cells.len() * exp.seeds.len();
-    let mut results = Vec::new();
-    let mut all_flows: Vec<(String, Vec<FlowResult>)> = Vec::new();
-    let mut all_series: Vec<(String, Series)> = Vec::new();
-    let mut notes = Vec::new();
-    let mut k = 0;
-    for params in &cells {
+    let mut cells = Vec::new();
+    for params in cells_of(&exp.matrix) {
         for &seed in &exp.seeds {
-            k += 1;
-            let label = cell_label(params, seed, exp.seeds.len());
-            progress(k, total, &label);
-            let dir = out.join(label.replace([' ', '='], "_"));
-            std::fs::create_dir_all(&dir)?;
-            let patched = patch_topology(&topo_text, params, &exp)
-                .map_err(|e| anyhow!("{}: {e}", topo_path.display()))?;
-            let tpath = dir.join("topology.toml");
-            std::fs::write(&tpath, patched)?;
-            let topo = Topology::load(&tpath)?;
-            let sched = schedule(&exp, &paths, &base, &topo, seed, &fname)?;
-            std::fs::write(dir.join("schedule.csv"), workload::to_csv(&sched))?;
-            let (res, flows, series) = match exp.mode {
-                Mode::Virtual => run_virtual(&exp, &paths, &topo, &sched, &dir, &fname)?,
-                Mode::Real => run_real(&exp, &paths, &tpath, &topo, &sched, &dir, &fname, k)?,
-            };
-            std::fs::write(
-                dir.join("flows.csv"),
-                dataplane::host::report::flows_csv(&flows),
-            )?;
-            std::fs::write(dir.join("timeline.csv"), series.csv())?;
-            let mut r = res;
-            r.timeline = series.timeline();
-            r.cell = label.clone();
-            r.params = params.clone();
-            r.seed = seed;
-            r.dir = dir.display().to_string();
-            results.push(r);
-            all_flows.push((label.clone(), flows));
-            all_series.push((label, series));
+            cells.push(CellSpec {
+                index: cells.len(),
+                label: cell_label(&params, seed, exp.seeds.len()),
+                params: params.clone(),
+                seed,
+            });
         }
     }
+    // What a shard's results depend on: the files, not their paths (shards may run on
+    // machines that keep the repository elsewhere).
+    let mut h = Fnv::default();
+    h.field(text.as_bytes());
+    h.field(exp.duration.as_bytes());
+    h.field(topo_text.as_bytes());
+    if let Some(c) = &exp.workload.cdf {
+        let p = base.join(c);
+        h.field(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?);
+    }
+    Ok(Plan {
+        digest: format!("{:016x}", h.0),
+        exp,
+        fname,
+        base,
+        topo_path,
+        topo_text,
+        paths,
+        cells,
+    })
+}
+
+/// 64-bit FNV-1a: a stable digest (std's hasher may change between Rust releases).
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    /// Hashes a length-prefixed field, so ("ab", "c") and ("a", "bc") differ.
+    fn field(&mut self, b: &[u8]) {
+        for &x in (b.len() as u64).to_le_bytes().iter().chain(b) {
+            self.0 ^= u64::from(x);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A cell directory's name inside the output directory.
+fn cell_dir_name(label: &str) -> String {
+    label.replace([' ', '='], "_")
+}
+
+/// Runs one cell into `out/<cell dir>`.
+fn run_cell(p: &Plan, c: &CellSpec, out: &Path) -> Result<CellOut> {
+    let exp = &p.exp;
+    let dir = out.join(cell_dir_name(&c.label));
+    std::fs::create_dir_all(&dir)?;
+    let patched = patch_topology(&p.topo_text, &c.params, exp)
+        .map_err(|e| anyhow!("{}: {e}", p.topo_path.display()))?;
+    let tpath = dir.join("topology.toml");
+    std::fs::write(&tpath, patched)?;
+    let topo = Topology::load(&tpath)?;
+    let sched = schedule(exp, &p.paths, &p.base, &topo, c.seed, &p.fname)?;
+    std::fs::write(dir.join("schedule.csv"), workload::to_csv(&sched))?;
+    let (res, flows, series) = match exp.mode {
+        Mode::Virtual => run_virtual(exp, &p.paths, &topo, &sched, &dir, &p.fname)?,
+        Mode::Real => run_real(
+            exp,
+            &p.paths,
+            &tpath,
+            &topo,
+            &sched,
+            &dir,
+            &p.fname,
+            c.index + 1,
+        )?,
+    };
+    std::fs::write(
+        dir.join("flows.csv"),
+        dataplane::host::report::flows_csv(&flows),
+    )?;
+    std::fs::write(dir.join("timeline.csv"), series.csv())?;
+    let mut r = res;
+    r.timeline = series.timeline();
+    r.cell = c.label.clone();
+    r.params = c.params.clone();
+    r.seed = c.seed;
+    r.dir = dir.display().to_string();
+    Ok((r, flows, series))
+}
+
+/// The flows and switch series of a sharded cell, exactly, for `xoff experiment merge`'s
+/// plots (flows.csv and timeline.csv round their numbers).
+const CELL_DATA: &str = "cell.json";
+
+#[derive(Serialize, Deserialize)]
+struct CellData {
+    flows: Vec<FlowResult>,
+    series: Series,
+}
+
+pub fn run_file_with(
+    file: &Path,
+    out: Option<PathBuf>,
+    opts: &RunOpts,
+) -> Result<(ExperimentResult, PathBuf)> {
+    let p = plan(file, opts.duration)?;
+    let out = out.unwrap_or_else(|| PathBuf::from("results").join(&p.exp.name));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mine: Vec<&CellSpec> = p
+        .cells
+        .iter()
+        .filter(|c| opts.shard.is_none_or(|s| s.owns(c.index)))
+        .collect();
+    let total = mine.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let step = |c: &CellSpec| -> Result<CellOut> {
+        let r = run_cell(&p, c, &out).with_context(|| format!("cell `{}`", c.label))?;
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(k, total, &c.label);
+        Ok(r)
+    };
+    let jobs = opts.jobs.max(1);
+    let ran: Vec<CellOut> = match p.exp.mode {
+        // Real-frame cells share this machine's CPUs and its namespaces, and time their
+        // traffic by the wall clock: parallel cells would disturb each other's results.
+        Mode::Real => {
+            if jobs > 1 {
+                tracing::warn!("--jobs {jobs}: real-frame cells run one at a time");
+            }
+            mine.iter().map(|c| step(c)).collect::<Result<_>>()?
+        }
+        // Virtual-time cells share nothing (each builds its own fabric from its own seed),
+        // so running them on several threads changes nothing but the wall-clock time.
+        // `collect` keeps table order whatever order the cells finish in.
+        Mode::Virtual if jobs > 1 => {
+            use rayon::prelude::*;
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(jobs)
+                .build()
+                .context("starting the --jobs thread pool")?
+                .install(|| mine.par_iter().map(|c| step(c)).collect::<Result<_>>())?
+        }
+        Mode::Virtual => mine.iter().map(|c| step(c)).collect::<Result<_>>()?,
+    };
     eprintln!();
-    let plots = match plot_all(&out, &all_flows, &all_series) {
+    let shard = match opts.shard {
+        None => None,
+        Some(s) => {
+            for (r, flows, series) in &ran {
+                let data = CellData {
+                    flows: flows.clone(),
+                    series: series.clone(),
+                };
+                std::fs::write(
+                    Path::new(&r.dir).join(CELL_DATA),
+                    serde_json::to_vec(&data)?,
+                )?;
+            }
+            Some(ShardInfo {
+                index: s.index,
+                count: s.count,
+                cells: mine.iter().map(|c| c.index).collect(),
+                labels: p.cells.iter().map(|c| c.label.clone()).collect(),
+                digest: p.digest.clone(),
+                xoff_version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+        }
+    };
+    let res = finish(&out, &p.exp.name, p.exp.mode, ran, shard)?;
+    Ok((res, out))
+}
+
+/// Plots and results.json of a set of finished cells (in table order).
+fn finish(
+    out: &Path,
+    name: &str,
+    mode: Mode,
+    ran: Vec<CellOut>,
+    shard: Option<ShardInfo>,
+) -> Result<ExperimentResult> {
+    let mut results = Vec::new();
+    let mut all_flows = Vec::new();
+    let mut all_series = Vec::new();
+    for (r, flows, series) in ran {
+        all_flows.push((r.cell.clone(), flows));
+        all_series.push((r.cell.clone(), series));
+        results.push(r);
+    }
+    let mut notes = Vec::new();
+    let mut plots = match plot_all(out, &all_flows, &all_series) {
         Ok(p) => p,
         Err(e) => {
             notes.push(format!("plots failed: {e:#}"));
             Vec::new()
         }
     };
+    let trees = results
+        .iter()
+        .map(|r| (r.cell.as_str(), Path::new(&r.dir), r.pauses.as_slice()));
+    match crate::congestion::draw_cells(trees) {
+        Ok(f) => plots.extend(f),
+        Err(e) => notes.push(format!("congestion trees failed: {e:#}")),
+    }
     let res = ExperimentResult {
-        name: exp.name.clone(),
-        mode: format!("{:?}", exp.mode).to_lowercase(),
+        name: name.to_string(),
+        mode: format!("{mode:?}").to_lowercase(),
         cells: results,
         plots,
         notes,
+        shard,
     };
     std::fs::write(
         out.join("results.json"),
         serde_json::to_string_pretty(&res)?,
     )?;
-    Ok((res, out))
+    Ok(res)
+}
+
+/// `xoff experiment merge DIR... --out OUT`: the shards' cells in table order, each cell
+/// directory copied into `OUT`, then the table, plots and results.json of the whole
+/// experiment, as one unsharded run would have written them. Refuses shards of different
+/// experiments (name, files' digest, xoff version, cell list, shard count), a cell run by two
+/// shards, and missing cells.
+pub fn merge_dirs(dirs: &[PathBuf], out: &Path) -> Result<ExperimentResult> {
+    if dirs.is_empty() {
+        bail!("merge: give the shards' output directories");
+    }
+    let mut shards = Vec::new();
+    for d in dirs {
+        let p = d.join("results.json");
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        let r: ExperimentResult =
+            serde_json::from_str(&text).with_context(|| format!("{}", p.display()))?;
+        if r.shard.is_none() {
+            bail!(
+                "{}: not a shard (run with `--shard I/N`); nothing to merge",
+                p.display()
+            );
+        }
+        shards.push((d, r));
+    }
+    let (d0, r0) = &shards[0];
+    let s0 = r0.shard.clone().expect("checked above");
+    for (d, r) in &shards[1..] {
+        let s = r.shard.as_ref().expect("checked above");
+        let differ = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+            anyhow!(
+                "merge: {} and {} are shards of different experiments ({what}: {a:?} vs {b:?})",
+                d0.display(),
+                d.display()
+            )
+        };
+        if r.name != r0.name {
+            return Err(differ("name", &r0.name, &r.name));
+        }
+        if r.mode != r0.mode {
+            return Err(differ("mode", &r0.mode, &r.mode));
+        }
+        if s.digest != s0.digest {
+            return Err(differ(
+                "digest of the experiment, topology and workload files",
+                &s0.digest,
+                &s.digest,
+            ));
+        }
+        if s.xoff_version != s0.xoff_version {
+            return Err(differ("xoff version", &s0.xoff_version, &s.xoff_version));
+        }
+        if s.labels != s0.labels {
+            return Err(differ("cells", &s0.labels, &s.labels));
+        }
+        if s.count != s0.count {
+            return Err(differ("shard count", &s0.count, &s.count));
+        }
+    }
+    // Every cell exactly once.
+    let n = s0.labels.len();
+    let mut by_cell: Vec<Option<(usize, usize)>> = vec![None; n];
+    for (si, (d, r)) in shards.iter().enumerate() {
+        let s = r.shard.as_ref().expect("checked above");
+        if s.cells.len() != r.cells.len() {
+            bail!(
+                "{}: results.json lists {} cells but {} results",
+                d.display(),
+                s.cells.len(),
+                r.cells.len()
+            );
+        }
+        for (ci, &g) in s.cells.iter().enumerate() {
+            let Some(slot) = by_cell.get_mut(g) else {
+                bail!("{}: cell index {g} out of range (0..{n})", d.display());
+            };
+            if let Some((other, _)) = *slot {
+                bail!(
+                    "merge: cell `{}` is in two shards: {} and {}",
+                    s0.labels[g],
+                    shards[other].0.display(),
+                    d.display()
+                );
+            }
+            if r.cells[ci].cell != s0.labels[g] {
+                bail!(
+                    "{}: cell {g} is `{}`, expected `{}`",
+                    d.display(),
+                    r.cells[ci].cell,
+                    s0.labels[g]
+                );
+            }
+            *slot = Some((si, ci));
+        }
+    }
+    let missing: Vec<&str> = by_cell
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_none())
+        .map(|(g, _)| s0.labels[g].as_str())
+        .collect();
+    if !missing.is_empty() {
+        let have: std::collections::BTreeSet<usize> = shards
+            .iter()
+            .filter_map(|(_, r)| r.shard.as_ref().map(|s| s.index))
+            .collect();
+        let absent: Vec<String> = (0..s0.count)
+            .filter(|i| !have.contains(i))
+            .map(|i| format!("{i}/{}", s0.count))
+            .collect();
+        bail!(
+            "merge: {} of {n} cells missing ({}); shards not given: {}",
+            missing.len(),
+            missing.join(", "),
+            if absent.is_empty() {
+                "none".to_string()
+            } else {
+                absent.join(", ")
+            }
+        );
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let out_c = std::fs::canonicalize(out)?;
+    for (d, _) in &shards {
+        if std::fs::canonicalize(d)? == out_c {
+            bail!("merge: --out {} is one of the shards", out.display());
+        }
+    }
+    let mut ran = Vec::new();
+    for (si, ci) in by_cell.into_iter().flatten() {
+        let mut r = shards[si].1.cells[ci].clone();
+        let src = shards[si].0.join(cell_dir_name(&r.cell));
+        let dst = out.join(cell_dir_name(&r.cell));
+        copy_cell(&src, &dst)?;
+        let p = src.join(CELL_DATA);
+        let data: CellData = serde_json::from_slice(
+            &std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?,
+        )
+        .with_context(|| format!("{}", p.display()))?;
+        r.dir = dst.display().to_string();
+        ran.push((r, data.flows, data.series));
+    }
+    let mode = match r0.mode.as_str() {
+        "virtual" => Mode::Virtual,
+        _ => Mode::Real,
+    };
+    finish(out, &r0.name, mode, ran, None)
+}
+
+/// Copies a cell directory's files (not the shard-only `cell.json`) into `dst`.
+fn copy_cell(src: &Path, dst: &Path) -> Result<()> {
+    std::fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
+    for e in std::fs::read_dir(src).with_context(|| format!("reading {}", src.display()))? {
+        let e = e?;
+        let to = dst.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_cell(&e.path(), &to)?;
+        } else if e.file_name() != CELL_DATA {
+            std::fs::copy(e.path(), &to)
+                .with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn progress(k: usize, total: usize, label: &str) {
     let w = 30;
-    let filled = (k - 1) * w / total.max(1);
+    let filled = k * w / total.max(1);
     eprint!(
         "\r[{}{}] {}/{} {:<40}",
         "#".repeat(filled),
@@ -417,7 +901,7 @@ fn progress(k: usize, total: usize, label: &str) {
     let _ = std::io::stderr().flush();
 }
 
-fn cells(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> {
+fn cells_of(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> {
     let mut out = vec![BTreeMap::new()];
     for (k, vs) in m {
         let mut next = Vec::new();
@@ -834,6 +1318,7 @@ fn empty_result() -> CellResult {
         host_pfc_rx: 0,
         host_bfc_pauses_rx: 0,
         hosts_incomplete: Vec::new(),
+        pauses: Vec::new(),
         dir: String::new(),
         timeline: Timeline::default(),
     }
@@ -872,6 +1357,7 @@ fn fc_port(s: &dataplane::stats::SwitchSnapshot, port: usize) -> FcPort {
 }
 
 fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot], xdp: bool) {
+    r.pauses = crate::congestion::port_pauses(snaps);
     for s in snaps {
         for (i, p) in s.ports.iter().enumerate() {
             for (k, v) in &p.drops {
@@ -1317,26 +1803,58 @@ fn plot_all(
     series: &[(String, Series)],
 ) -> Result<Vec<String>> {
     let mut files = Vec::new();
-    // FCT slowdown (p50 and p99 per size bucket, log10 size).
-    let mut sd = Vec::new();
+    // FCT slowdown: p50 and p99 per size bucket as grouped bars, on a log axis (a lossy cell's
+    // p99 is often 10x the others').
+    let mut edges: Vec<(u64, u64)> = Vec::new();
+    let sums: Vec<_> = flows.iter().map(|(c, fl)| (c, summarize(fl, 1))).collect();
+    for (_, s) in &sums {
+        for b in &s.buckets {
+            if !edges.contains(&(b.lo, b.hi)) {
+                edges.push((b.lo, b.hi));
+            }
+        }
+    }
+    edges.sort_unstable();
+    let size = |b: u64| crate::plot::tick(b as f64, Unit::Bytes);
+    let categories = edges
+        .iter()
+        .map(|&(lo, hi)| match (lo, hi) {
+            (0, h) => format!("< {}", size(h)),
+            (l, u64::MAX) => format!("≥ {}", size(l)),
+            (l, h) => format!("{}–{}", size(l), size(h)),
+        })
+        .collect();
+    let groups = sums
+        .iter()
+        .map(|(cell, s)| {
+            let v = edges
+                .iter()
+                .map(|&(lo, hi)| {
+                    s.buckets
+                        .iter()
+                        .find(|b| b.lo == lo && b.hi == hi && b.slowdown.flows > 0)
+                        .map(|b| (b.slowdown.p50, b.slowdown.p99))
+                })
+                .collect();
+            (cell.to_string(), v)
+        })
+        .collect();
+    write_bars(
+        out,
+        "fct_slowdown",
+        &Bars {
+            title: "FCT slowdown by flow size (solid: p50, light: p99)",
+            x: "flow size",
+            y: "FCT slowdown (log)",
+            categories,
+            groups,
+            ylog: true,
+        },
+        &mut files,
+    )?;
+    // FCT CDF on a log time axis: flows span microseconds to seconds.
     let mut cdf = Vec::new();
     for (cell, fl) in flows {
-        let s = summarize(fl, 1);
-        let pts = |f: fn(&dataplane::host::report::Slowdown) -> f64| -> Vec<(f64, f64)> {
-            s.buckets
-                .iter()
-                .map(|b| {
-                    let mid = if b.hi == u64::MAX {
-                        b.lo as f64 * 10.0
-                    } else {
-                        b.hi as f64
-                    };
-                    (mid.max(1.0).log10(), f(&b.slowdown))
-                })
-                .collect()
-        };
-        sd.push((format!("{cell} p50"), pts(|x| x.p50)));
-        sd.push((format!("{cell} p99"), pts(|x| x.p99)));
         let mut v: Vec<f64> = fl
             .iter()
             .filter_map(|f| f.fct_ps)
@@ -1354,25 +1872,15 @@ fn plot_all(
     }
     write_chart(
         out,
-        "fct_slowdown",
-        &Chart {
-            title: "FCT slowdown by flow size",
-            x: "log10 flow size bucket upper edge (B)",
-            y: "slowdown",
-            series: sd,
-            step: false,
-        },
-        &mut files,
-    )?;
-    write_chart(
-        out,
         "fct_cdf",
         &Chart {
             title: "FCT CDF",
-            x: "FCT (us)",
+            x: "flow completion time (log)",
             y: "fraction of flows",
             series: cdf,
             step: false,
+            xaxis: Axis::log(Unit::Micros),
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1410,6 +1918,7 @@ fn plot_all(
             y: "depth (KB)",
             series: depth,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1422,6 +1931,7 @@ fn plot_all(
             y: "depth (KB)",
             series: maxq,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;
@@ -1434,8 +1944,30 @@ fn plot_all(
             y: "pause signals",
             series: pauses,
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;
     Ok(files)
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::ShardSpec;
+
+    #[test]
+    fn every_cell_has_exactly_one_shard() {
+        for n in 1..=7 {
+            let shards: Vec<ShardSpec> = (0..n)
+                .map(|i| format!("{i}/{n}").parse().expect("valid shard"))
+                .collect();
+            for cell in 0..50 {
+                let owners = shards.iter().filter(|s| s.owns(cell)).count();
+                assert_eq!(owners, 1, "cell {cell} of {n} shards");
+            }
+        }
+        for bad in ["1/1", "0/0", "2", "a/3", "1/b", "-1/3"] {
+            assert!(bad.parse::<ShardSpec>().is_err(), "{bad}");
+        }
+    }
 }

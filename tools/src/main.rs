@@ -4,12 +4,15 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod congestion;
 mod experiment;
 mod host;
+mod metrics;
 mod plot;
 mod repro;
 mod run;
 mod sim;
+mod top;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -50,6 +53,10 @@ enum Cmd {
     /// Reproduce the papers' headline results in virtual time: paper vs measured, a verdict
     /// per row, REPORT.md and plots.
     Repro(repro::ReproArgs),
+    /// Live view of running switches: rates, queue depths, pauses, drops (q quits).
+    ///
+    /// Example: `xoff top --testbed chainpfc` (or `--once` for one text frame).
+    Top(top::TopArgs),
     /// Build, use and remove a netns testbed from a topology file.
     Testbed {
         #[command(subcommand)]
@@ -113,6 +120,24 @@ enum TestbedCmd {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Write the testbed as another tool's lab definition on stdout, e.g. `xoff testbed
+    /// export --containerlab FILE > lab.clab.yml` (containerlab `linux` nodes: switches run
+    /// `xoff run` on their ports' interfaces, hosts use eth1).
+    Export {
+        file: PathBuf,
+        /// containerlab topology YAML (the only format so far).
+        #[arg(long, required = true)]
+        containerlab: bool,
+        /// Container image of every node: must hold `xoff`, `ip`, `ethtool`, `sysctl`.
+        #[arg(long, default_value = "xoff:latest")]
+        image: String,
+        /// Lab name; defaults to the file's `name`.
+        #[arg(long)]
+        name: Option<String>,
+        /// Extra arguments for every `xoff run` (as `testbed up --run-args`).
+        #[arg(long, allow_hyphen_values = true)]
+        run_args: Option<String>,
+    },
     /// Run a command inside a host's namespace.
     Exec {
         file: PathBuf,
@@ -142,6 +167,7 @@ fn main() {
         Cmd::Host(a) => host::run(a),
         Cmd::Experiment { cmd } => experiment::run(cmd),
         Cmd::Repro(a) => repro::run(a),
+        Cmd::Top(a) => top::run(a),
     };
     match res {
         Ok(code) => std::process::exit(code),
@@ -196,6 +222,24 @@ fn testbed_cmd(c: TestbedCmd) -> Result<i32> {
             let tb = Testbed::load(&file, name.as_deref())?;
             tb.down()?;
             println!("testbed `{}` is down", tb.name);
+            Ok(0)
+        }
+        TestbedCmd::Export {
+            file,
+            containerlab: _,
+            image,
+            name,
+            run_args,
+        } => {
+            let opts = deploy::clab::ClabOptions {
+                image,
+                name,
+                run_args: run_args
+                    .map(|s| s.split_whitespace().map(String::from).collect())
+                    .unwrap_or_default(),
+            };
+            let lab = deploy::clab::export(&file, &opts)?;
+            print!("{}", deploy::clab::to_yaml(&lab)?);
             Ok(0)
         }
         TestbedCmd::Exec {

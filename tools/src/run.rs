@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// the control socket; `none` to run without one).
     #[arg(long)]
     afc: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9100; inside a
+    /// testbed that is the switch's own namespace).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Lanes (concurrent controller processes) of the AFC ring.
@@ -121,14 +125,28 @@ pub fn run(a: RunArgs) -> Result<i32> {
         tracing::info!(switch = %name, %iface, rate_bps = rate, delay_ns = delay / 1000, ?mode, "port up");
     }
     if let Some(rows) = &running.headroom {
-        eprintln!("headroom table (switch {name}):");
-        for r in rows {
-            eprintln!("  {r:?}");
-        }
+        eprint!(
+            "headroom table (switch {name}):\n{}",
+            mmu::headroom::format_headroom_table(rows)
+        );
+    }
+    let ring_full = {
+        let afc = afc.clone();
+        move || afc.as_ref().map(|r| r.ring().full())
+    };
+    if let Some(addr) = &a.metrics {
+        let (r, ring_full) = (running.clone(), ring_full.clone());
+        crate::metrics::serve(
+            addr,
+            Arc::new(move || {
+                let mut s = r.snapshot();
+                s.afc_ring_full = ring_full();
+                s
+            }),
+        )?;
     }
     let r2 = running.clone();
     let shared = running.shared.clone();
-    let afc2 = afc.clone();
     // Link state on the control loop: every change logged there at INFO and counted here.
     let links = ctl::LinkWatch {
         ifaces: ports.iter().map(|(iface, _, _)| iface.clone()).collect(),
@@ -152,7 +170,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         move |req| match req {
             Request::Stats => {
                 let mut s = r2.snapshot();
-                s.afc_ring_full = afc2.as_ref().map(|r| r.ring().full());
+                s.afc_ring_full = ring_full();
                 Response::Stats(Box::new(s))
             }
             Request::Pause { port, queue } => {

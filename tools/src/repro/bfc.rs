@@ -454,6 +454,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 ("Th".into(), vec![(20.0, th2 / 1e3), (180.0, th2 / 1e3)]),
             ],
             step: true,
+            ..Default::default()
         },
         &mut files,
     )?;

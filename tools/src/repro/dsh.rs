@@ -286,6 +286,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
             y: "PFC XOFF frames sent",
             series,
             step: false,
+            ..Default::default()
         },
         &mut files,
     )?;

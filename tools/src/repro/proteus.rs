@@ -244,6 +244,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 ("Proteus".into(), p.progress.clone()),
             ],
             step: false,
+            ..Default::default()
         },
         &mut files,
     )?;

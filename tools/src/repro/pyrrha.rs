@@ -188,6 +188,7 @@ fn chart(ctx: &Ctx<'_>, stem: &str, title: &str, run: &Run, files: &mut Vec<Stri
             y: "throughput (Gbit/s)",
             series,
             step: true,
+            ..Default::default()
         },
         files,
     )

@@ -1,0 +1,286 @@
+//! The congestion-tree picture of an experiment cell: which switch port asked which
+//! neighbour to stop sending (PFC XOFF, BFC, Aquarius and Pyrrha pauses), and for how long,
+//! drawn with Graphviz over the topology. A tree of pauses is how head-of-line blocking
+//! spreads (PFC) or stays contained (BFC, Aquarius, Pyrrha), so this is the figure to look at
+//! first when a lossless cell's tail latency is bad.
+
+use anyhow::{bail, Context, Result};
+use dataplane::config::Endpoint;
+use dataplane::scheme::pfc::PfcCount;
+use dataplane::stats::SwitchSnapshot;
+use dataplane::Topology;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Pause signals one switch port sent over a run (ports that sent none are left out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortPauses {
+    pub switch: String,
+    pub port: String,
+    /// PFC frames with a non-zero pause time (XOFF and refreshes).
+    pub pfc_xoff: u64,
+    /// Time the port held its peer paused by PFC (longest over priorities), seconds.
+    pub pfc_pause_s: f64,
+    pub bfc: u64,
+    pub aquarius: u64,
+    pub pyrrha: u64,
+}
+
+impl PortPauses {
+    pub fn signals(&self) -> u64 {
+        self.pfc_xoff + self.bfc + self.aquarius + self.pyrrha
+    }
+
+    /// "208 PFC XOFF (3.07 s)", "12 BFC", ... joined.
+    fn label(&self) -> String {
+        let mut parts = Vec::new();
+        if self.pfc_xoff > 0 {
+            parts.push(format!(
+                "{} PFC XOFF ({})",
+                self.pfc_xoff,
+                crate::plot::tick(self.pfc_pause_s * 1e6, crate::plot::Unit::Micros)
+            ));
+        }
+        for (n, what) in [
+            (self.bfc, "BFC"),
+            (self.aquarius, "Aquarius"),
+            (self.pyrrha, "Pyrrha"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        parts.join(", ")
+    }
+}
+
+/// The pause signals each port of `snaps` sent.
+pub fn port_pauses(snaps: &[SwitchSnapshot]) -> Vec<PortPauses> {
+    let mut out = Vec::new();
+    for s in snaps {
+        let Some(st) = &s.pfc else { continue };
+        for (i, p) in s.ports.iter().enumerate() {
+            let pipes = st.pipes();
+            let pfc_pause_us = pipes
+                .iter()
+                .filter_map(|x| x.pfc.as_ref()?.ports.get(i))
+                .flatten()
+                .map(|q| q.tx_pause_us)
+                .fold(0.0, f64::max);
+            let aquarius = pipes
+                .iter()
+                .filter_map(|x| x.aquarius.as_ref()?.ports.get(i))
+                .map(|a| a.pauses_sent_qhigh + a.pauses_sent_contribution)
+                .sum();
+            // Pyrrha's and BFC's state is shared by a switch's pipes: count one pipe's.
+            let pyrrha = pipes
+                .iter()
+                .find_map(|x| x.pyrrha.as_ref()?.ports.get(i))
+                .map_or(0, |y| y.pauses_sent);
+            let pp = PortPauses {
+                switch: s.switch.clone(),
+                port: p.name.clone(),
+                pfc_xoff: st.pfc_total(i, PfcCount::XoffSent),
+                pfc_pause_s: pfc_pause_us / 1e6,
+                bfc: st.bfc_port(i).map_or(0, |b| b.pauses()),
+                aquarius,
+                pyrrha,
+            };
+            if pp.signals() > 0 {
+                out.push(pp);
+            }
+        }
+    }
+    out
+}
+
+/// The node at the far end of `switch:port`'s link.
+fn peer(topo: &Topology, switch: &str, port: &str) -> Option<String> {
+    topo.endpoints().into_iter().find_map(|(a, b)| {
+        let me = |e: &Endpoint| matches!(e, Endpoint::Port(s, p) if s == switch && p == port);
+        let node = |e: &Endpoint| match e {
+            Endpoint::Host(h) => h.clone(),
+            Endpoint::Port(s, _) => s.clone(),
+        };
+        if me(&a) {
+            Some(node(&b))
+        } else if me(&b) {
+            Some(node(&a))
+        } else {
+            None
+        }
+    })
+}
+
+/// Graphviz source: every switch, the hosts that were paused, switch-to-switch links in grey,
+/// and one red edge per pausing port toward the node it paused, wider for longer or more
+/// pauses.
+pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
+    let mut s = String::new();
+    let q = |x: &str| format!("\"{}\"", x.replace('"', "'"));
+    let _ = writeln!(s, "digraph congestion {{");
+    let _ = writeln!(
+        s,
+        "  label={}; labelloc=t; fontsize=18; rankdir=LR; node [shape=box, style=rounded, fontsize=11]; edge [fontsize=9];",
+        q(&format!("{title}: who paused whom (edge: pausing port → paused neighbour)"))
+    );
+    for sw in &topo.switches {
+        let _ = writeln!(
+            s,
+            "  {} [style=\"rounded,filled\", fillcolor=\"#e8eef7\"];",
+            q(&sw.name)
+        );
+    }
+    let mut hosts: Vec<String> = Vec::new();
+    let edges: Vec<(&PortPauses, String)> = pauses
+        .iter()
+        .filter_map(|p| Some((p, peer(topo, &p.switch, &p.port)?)))
+        .collect();
+    for (_, to) in &edges {
+        if topo.hosts.iter().any(|h| &h.name == to) && !hosts.contains(to) {
+            hosts.push(to.clone());
+            let _ = writeln!(s, "  {} [shape=ellipse];", q(to));
+        }
+    }
+    for (a, b) in topo.endpoints() {
+        if let (Endpoint::Port(x, _), Endpoint::Port(y, _)) = (&a, &b) {
+            let _ = writeln!(
+                s,
+                "  {} -> {} [dir=none, color=\"#bbbbbb\", style=dashed, constraint=true];",
+                q(x),
+                q(y)
+            );
+        }
+    }
+    let heaviest = edges
+        .iter()
+        .map(|(p, _)| weight(p))
+        .fold(f64::MIN_POSITIVE, f64::max);
+    for (p, to) in &edges {
+        let w = 1.0 + 5.0 * weight(p) / heaviest;
+        let _ = writeln!(
+            s,
+            "  {} -> {} [color=\"#c0392b\", penwidth={w:.1}, label={}];",
+            q(&p.switch),
+            q(to),
+            q(&format!("{}: {}", p.port, p.label()))
+        );
+    }
+    let _ = writeln!(s, "}}");
+    s
+}
+
+/// An edge's weight: pause time when PFC measured one, else the signal count.
+fn weight(p: &PortPauses) -> f64 {
+    if p.pfc_pause_s > 0.0 {
+        p.pfc_pause_s * 1e3
+    } else {
+        p.signals() as f64
+    }
+}
+
+/// Renders `dot_src` to `stem.svg` and `stem.png` with Graphviz (`dot`).
+pub fn render(dot_src: &str, stem: &Path) -> Result<Vec<PathBuf>> {
+    let src = stem.with_extension("dot");
+    std::fs::write(&src, dot_src)?;
+    let mut out = Vec::new();
+    for fmt in ["svg", "png"] {
+        let file = stem.with_extension(fmt);
+        let o = Command::new("dot")
+            .arg(format!("-T{fmt}"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&file)
+            .output()
+            .context("run Graphviz `dot` (deploy/install.sh installs graphviz)")?;
+        if !o.status.success() {
+            bail!(
+                "dot -T{fmt} {}: {}",
+                src.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        out.push(file);
+    }
+    Ok(out)
+}
+
+/// The congestion tree of each cell, drawn into its directory (`congestion_tree.{svg,png}`).
+/// Cells that paused nothing get none.
+pub fn draw_cells<'a>(
+    cells: impl Iterator<Item = (&'a str, &'a Path, &'a [PortPauses])>,
+) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    for (cell, dir, pauses) in cells {
+        if pauses.is_empty() {
+            continue;
+        }
+        let topo = Topology::load(dir.join("topology.toml"))?;
+        for f in render(&dot(cell, &topo, pauses), &dir.join("congestion_tree"))? {
+            files.push(f.display().to_string());
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPO: &str = r#"
+name = "t"
+[[switch]]
+name = "s1"
+port = [{ name = "p1" }, { name = "p3" }]
+[[switch]]
+name = "s2"
+port = [{ name = "p2" }, { name = "p3" }]
+[[host]]
+name = "h1"
+ip = "10.0.0.1/24"
+[[host]]
+name = "h4"
+ip = "10.0.0.4/24"
+[[link]]
+a = "h1"
+b = "s1:p1"
+[[link]]
+a = "s1:p3"
+b = "s2:p3"
+[[link]]
+a = "h4"
+b = "s2:p2"
+"#;
+
+    #[test]
+    fn edges_go_from_the_pausing_switch_to_the_node_it_paused() {
+        let topo = Topology::parse(TOPO, Path::new("t.toml")).unwrap();
+        let pauses = vec![
+            PortPauses {
+                switch: "s2".into(),
+                port: "p3".into(),
+                pfc_xoff: 208,
+                pfc_pause_s: 3.07,
+                ..Default::default()
+            },
+            PortPauses {
+                switch: "s1".into(),
+                port: "p1".into(),
+                bfc: 12,
+                ..Default::default()
+            },
+        ];
+        let d = dot("cell", &topo, &pauses);
+        assert!(
+            d.contains(r##""s2" -> "s1" [color="#c0392b", penwidth=6.0, label="p3: 208 PFC XOFF (3.07 s)"];"##),
+            "{d}"
+        );
+        assert!(d.contains(r##""s1" -> "h1" [color="#c0392b""##), "{d}");
+        assert!(d.contains(r#""h1" [shape=ellipse];"#), "{d}");
+        // h4 paused nobody and was not paused: not drawn.
+        assert!(!d.contains("\"h4\""), "{d}");
+        assert!(d.contains(r#""s1" -> "s2" [dir=none"#), "{d}");
+    }
+}
