@@ -7,7 +7,7 @@
 
 use crate::clock::{Clock, MonoClock};
 use crate::config::SwitchSpec;
-use crate::frame::FrameId;
+use crate::frame::{FrameId, FrameMem};
 use crate::port::bpf::XdpMode;
 use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
@@ -134,6 +134,12 @@ impl Running {
         let mut snap = self
             .shared
             .snapshot(self.started.elapsed().as_secs_f64(), merge(&self.mmu_stats));
+        // A running switch watches its links (`crate::ctl::LinkWatch`): report the counts,
+        // zeros included.
+        for (p, c) in snap.ports.iter_mut().zip(&self.shared.counters) {
+            p.port_down = Some(c.link_down.get());
+            p.port_up = Some(c.link_up.get());
+        }
         snap.pfc =
             self.fc_stats.lock().ok().and_then(|g| {
                 crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())
@@ -149,18 +155,80 @@ struct Mailbox {
 }
 
 impl Mailbox {
-    fn new() -> std::io::Result<Self> {
-        Ok(Mailbox {
-            ring: ArrayQueue::new(8192),
-            sleeping: AtomicBool::new(false),
-            wake: EventFd::new()?,
-        })
-    }
-
     fn kick(&self) {
         if self.sleeping.load(Ordering::Acquire) {
             self.wake.signal();
         }
+    }
+}
+
+/// Slots of each worker's hand-off ring.
+pub const HANDOFF_RING: usize = 8192;
+
+/// The workers' mailboxes: one lock-free ring per worker for packets and control frames
+/// bound for the ports it owns, and an eventfd to wake it.
+///
+/// Counting (issue 21 item 2): a data packet refused by a full ring is a `queue_full` drop of
+/// its egress port (a control frame a `control_lost` one); another worker owns that port, so
+/// the drop goes to the port's atomic `drops_shared` (`crate::stats`), never to the owner's
+/// single-writer counters.
+pub struct Handoffs {
+    boxes: Vec<Mailbox>,
+}
+
+impl Handoffs {
+    /// Mailboxes for `workers` workers, each ring holding `capacity` hand-offs.
+    pub fn new(workers: usize, capacity: usize) -> std::io::Result<Self> {
+        Ok(Handoffs {
+            boxes: (0..workers)
+                .map(|_| {
+                    Ok(Mailbox {
+                        ring: ArrayQueue::new(capacity.max(1)),
+                        sleeping: AtomicBool::new(false),
+                        wake: EventFd::new()?,
+                    })
+                })
+                .collect::<std::io::Result<Vec<_>>>()?,
+        })
+    }
+
+    /// Passes `out.handoff` to the mailboxes of the ports' owners. A full mailbox drops a
+    /// data packet (`queue_full` on its port) or a control frame (`control_lost` on its
+    /// port; the scheme refreshes it). Returns the data packets dropped.
+    pub fn send<M: FrameMem>(
+        &self,
+        owner: &[u16],
+        shared: &SwitchShared,
+        mem: &mut M,
+        out: &mut Outputs,
+    ) -> u64 {
+        let mut dropped = 0;
+        for h in out.handoff.drain(..) {
+            let dst = usize::from(owner[usize::from(h.port)]);
+            if let Err(h) = self.boxes[dst].ring.push(h) {
+                let c = &shared.counters[usize::from(h.port)];
+                if h.ctrl {
+                    c.drop_shared(DropReason::ControlLost);
+                } else {
+                    c.drop_shared(DropReason::QueueFull);
+                    dropped += 1;
+                }
+                mem.free(h.pkt.frame);
+            } else {
+                self.boxes[dst].kick();
+            }
+        }
+        dropped
+    }
+
+    /// Hand-offs waiting for worker `me`.
+    pub fn pending(&self, me: usize) -> usize {
+        self.boxes[me].ring.len()
+    }
+
+    /// The next hand-off for worker `me`.
+    pub fn recv(&self, me: usize) -> Option<Handoff> {
+        self.boxes[me].ring.pop()
     }
 }
 
@@ -170,7 +238,7 @@ struct Worker {
     ports: Vec<(u16, XskPort)>,
     pending: Vec<Vec<(FrameId, u32)>>,
     mem: UmemMem,
-    boxes: Arc<Vec<Mailbox>>,
+    boxes: Arc<Handoffs>,
     owner: Vec<u16>,
     pool: Arc<ArrayQueue<FrameId>>,
     poll: PollMode,
@@ -195,11 +263,7 @@ pub fn start(
     let (ports, mut mem) = xsk::open_ports(&ifaces, frames, opts.xdp_mode)?;
     let modes = ports.iter().map(|p| (p.iface.clone(), p.mode)).collect();
     let shared = SwitchShared::new(spec);
-    let boxes = Arc::new(
-        (0..workers)
-            .map(|_| Mailbox::new())
-            .collect::<Result<Vec<_>, _>>()?,
-    );
+    let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
     let fc_stats = Arc::new(Mutex::new(vec![None; workers]));
@@ -293,7 +357,7 @@ impl Worker {
                 let _ = i;
             }
             self.hand_off(&mut out);
-            while let Some(h) = self.boxes[self.id].ring.pop() {
+            while let Some(h) = self.boxes.recv(self.id) {
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
                 work += 1;
             }
@@ -372,22 +436,10 @@ impl Worker {
         }
     }
 
-    /// Passes packets and control frames for other pipes' ports to their mailboxes. A full
-    /// mailbox drops a data packet (counted on its port) or a control frame (the scheme
-    /// refreshes it).
+    /// Passes packets and control frames for other pipes' ports to their mailboxes.
     fn hand_off(&mut self, out: &mut Outputs) {
-        for h in out.handoff.drain(..) {
-            let dst = usize::from(self.owner[usize::from(h.port)]);
-            if let Err(h) = self.boxes[dst].ring.push(h) {
-                if !h.ctrl {
-                    // Another worker owns the port: an atomic add, not the owner's counter.
-                    self.sw.shared.counters[usize::from(h.port)].drop_shared(DropReason::QueueFull);
-                }
-                crate::frame::FrameMem::free(&mut self.mem, h.pkt.frame);
-            } else {
-                self.boxes[dst].kick();
-            }
-        }
+        self.boxes
+            .send(&self.owner, &self.sw.shared, &mut self.mem, out);
     }
 
     fn housekeeping(&mut self) {
@@ -434,7 +486,7 @@ impl Worker {
         if wake_at <= now {
             return;
         }
-        let mb = &self.boxes[self.id];
+        let mb = &self.boxes.boxes[self.id];
         mb.sleeping.store(true, Ordering::Release);
         if !mb.ring.is_empty() {
             mb.sleeping.store(false, Ordering::Release);
@@ -449,5 +501,47 @@ impl Worker {
         );
         mb.sleeping.store(false, Ordering::Release);
         mb.wake.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Topology;
+    use crate::frame::{HeapMem, Pkt};
+    use crate::switch::SwitchShared;
+
+    /// A full mailbox: the data packet counts as `queue_full`, the control frame as
+    /// `control_lost`, both on the destination port, and both frames are freed.
+    #[test]
+    fn full_mailbox_counts_data_and_control_on_the_port() {
+        let t = Topology::parse(
+            r#"
+[[switch]]
+name = "s1"
+port = [{ name = "p1" }, { name = "p2" }]
+"#,
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let shared = SwitchShared::new(t.switch_spec("s1").unwrap());
+        let boxes = Handoffs::new(2, 1).unwrap();
+        let mut mem = HeapMem::new(4, 256);
+        let mut out = Outputs::new();
+        for ctrl in [false, false, true] {
+            let f = mem.alloc().unwrap();
+            out.handoff.push(Handoff {
+                port: 1,
+                pkt: Pkt::new(f, 64, 0, 0),
+                ctrl,
+            });
+        }
+        assert_eq!(boxes.send(&[0, 1], &shared, &mut mem, &mut out), 1);
+        let c = &shared.counters[1];
+        assert_eq!(c.drops_of(DropReason::QueueFull), 1);
+        assert_eq!(c.drops_of(DropReason::ControlLost), 1);
+        assert_eq!((boxes.pending(1), boxes.pending(0)), (1, 0));
+        assert_eq!(mem.available(), 3, "the two refused frames are freed");
+        assert!(boxes.recv(1).is_some_and(|h| !h.ctrl));
     }
 }

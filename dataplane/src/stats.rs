@@ -1,6 +1,11 @@
-//! Counters. Every counter has one writer (the worker that owns the port), so increments are a
-//! relaxed load and store, and readers (the control socket) see a consistent-enough snapshot
-//! without slowing the data path.
+//! Counters. A port's counters are written by the worker that owns the port, so its
+//! increments are a relaxed load and store (no locked instruction per packet), and readers
+//! (the control socket) see them without slowing the data path. What another thread counts on
+//! a port goes to counters that only ever take atomic adds, summed on read: `drops_shared`
+//! (a full hand-off ring, `runtime::Handoffs`; a control frame without a free chunk) and the
+//! link transitions the control loop sees (`link_down`, `link_up`). So every increment is
+//! kept with any number of workers (issue 21 item 2; `tests/handoff.rs` counts 300 000
+//! frames through two workers exactly).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -82,10 +87,15 @@ pub enum DropReason {
     PortDown,
     /// The PFC watchdog declared the queue stormed and drops its packets.
     PfcWatchdog,
+    /// A control frame this switch made (PFC, Xoff signal) for a port another worker owns,
+    /// lost to that worker's full hand-off ring (the scheme sends it again on its next
+    /// refresh). Counted so a control frame a scheme counted as sent but that never reached
+    /// the wire is accounted for.
+    ControlLost,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 18] = [
         DropReason::Runt,
         DropReason::TruncatedIpv4,
         DropReason::BadIpv4Header,
@@ -103,6 +113,7 @@ impl DropReason {
         DropReason::MacControl,
         DropReason::PortDown,
         DropReason::PfcWatchdog,
+        DropReason::ControlLost,
     ];
 
     pub fn index(self) -> usize {
@@ -128,6 +139,7 @@ impl DropReason {
             DropReason::MacControl => "mac_control",
             DropReason::PortDown => "port_down",
             DropReason::PfcWatchdog => "pfc_watchdog",
+            DropReason::ControlLost => "control_lost",
         }
     }
 }
@@ -170,6 +182,10 @@ pub struct PortCounters {
     pub xdp_tx_ring_empty: Counter,
     /// Set when the interface went away.
     pub down: Counter,
+    /// Link transitions rtnetlink reported (`xoff run`'s control loop, `crate::ctl`): up to
+    /// down or deleted, and back up. Written by that one thread, read by anyone.
+    pub link_down: Counter,
+    pub link_up: Counter,
 }
 
 impl PortCounters {
@@ -189,6 +205,8 @@ impl PortCounters {
             xdp_tx_invalid: Counter::default(),
             xdp_tx_ring_empty: Counter::default(),
             down: Counter::default(),
+            link_down: Counter::default(),
+            link_up: Counter::default(),
         }
     }
 
@@ -221,6 +239,8 @@ impl PortCounters {
                 .filter(|&&r| self.drops_of(r) > 0)
                 .map(|&r| (r.name().to_string(), self.drops_of(r)))
                 .collect(),
+            port_down: None,
+            port_up: None,
             xdp: XdpSnapshot {
                 rx_dropped: self.xdp_rx_dropped.get(),
                 rx_invalid_descs: self.xdp_rx_invalid.get(),
@@ -258,6 +278,12 @@ pub struct PortSnapshot {
     pub tx_pkts: u64,
     pub tx_bytes: u64,
     pub drops: BTreeMap<String, u64>,
+    /// Times the link went down (or its interface vanished) and came back up, where a link
+    /// watcher runs (`xoff run`); absent in virtual time, which has no links to lose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_down: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_up: Option<u64>,
     pub xdp: XdpSnapshot,
     pub queues: Vec<QueueSnapshot>,
 }

@@ -491,6 +491,8 @@ mod tests {
                 tx_pkts: 3,
                 tx_bytes: 300,
                 drops: [("queue_full".to_string(), 7)].into_iter().collect(),
+                port_down: None,
+                port_up: None,
                 xdp: XdpSnapshot::default(),
                 queues: vec![QueueSnapshot {
                     enq_pkts: 1,

@@ -147,28 +147,49 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let r2 = running.clone();
     let shared = running.shared.clone();
-    ctl::serve(&sock, move |req| match req {
-        Request::Stats => {
-            let mut s = r2.snapshot();
-            s.afc_ring_full = ring_full();
-            Response::Stats(Box::new(s))
-        }
-        Request::Pause { port, queue } => {
-            // An untimed pause as the AFC word (credit 0) that a P4 program would write.
-            let cmd = u16::try_from(port)
-                .ok()
-                .zip(u8::try_from(queue).ok())
-                .and_then(|(p, q)| flowctl::AfcCmd::pause(p, q, 0).ok());
-            match cmd.map(|c| shared.afc.apply(c, 0, 1)) {
-                Some(Ok(())) => Response::Ok,
-                _ => Response::Error(format!("no queue {queue} on port {port}")),
+    // Link state on the control loop: every change logged there at INFO and counted here.
+    let links = ctl::LinkWatch {
+        ifaces: ports.iter().map(|(iface, _, _)| iface.clone()).collect(),
+        on_change: Box::new({
+            let shared = running.shared.clone();
+            move |ch: &ctl::LinkChange| {
+                let c = &shared.counters[ch.port];
+                if ch.went_down() {
+                    c.link_down.add_shared(1);
+                }
+                if ch.came_up() {
+                    c.link_up.add_shared(1);
+                }
             }
-        }
-        Request::Resume { port, queue } => match shared.afc.resume(port, queue) {
-            Ok(()) => Response::Ok,
-            Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
+        }),
+    };
+    ctl::serve_with(
+        &sock,
+        ctl::Limits::default(),
+        Some(links),
+        move |req| match req {
+            Request::Stats => {
+                let mut s = r2.snapshot();
+                s.afc_ring_full = ring_full();
+                Response::Stats(Box::new(s))
+            }
+            Request::Pause { port, queue } => {
+                // An untimed pause as the AFC word (credit 0) that a P4 program would write.
+                let cmd = u16::try_from(port)
+                    .ok()
+                    .zip(u8::try_from(queue).ok())
+                    .and_then(|(p, q)| flowctl::AfcCmd::pause(p, q, 0).ok());
+                match cmd.map(|c| shared.afc.apply(c, 0, 1)) {
+                    Some(Ok(())) => Response::Ok,
+                    _ => Response::Error(format!("no queue {queue} on port {port}")),
+                }
+            }
+            Request::Resume { port, queue } => match shared.afc.resume(port, queue) {
+                Ok(()) => Response::Ok,
+                Err(_) => Response::Error(format!("no queue {queue} on port {port}")),
+            },
         },
-    })?;
+    )?;
     tracing::info!(switch = %name, socket = %sock.display(), afc = ?afc_path, workers = opts.workers, "running");
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));

@@ -348,6 +348,8 @@ mod tests {
                 tx_pkts: 0,
                 tx_bytes: 0,
                 drops: [("queue_full".to_string(), 3)].into_iter().collect(),
+                port_down: None,
+                port_up: None,
                 xdp: XdpSnapshot::default(),
                 queues: vec![q(0), q(depth)],
             }],

@@ -201,16 +201,8 @@ fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str) -> Result<Bound, XskE
     }
 }
 
-/// Opens one AF_XDP port per interface on a shared UMEM of `frames` chunks. Returns the ports
-/// and the memory handle holding every chunk not already in a fill ring.
-pub fn open_ports(
-    ifaces: &[String],
-    frames: u32,
-    mode: Option<XdpMode>,
-) -> Result<(Vec<XskPort>, UmemMem), XskError> {
-    for i in ifaces {
-        ifindex(i).ok_or_else(|| XskError::NoInterface(i.clone()))?;
-    }
+/// A UMEM of `frames` chunks and a memory handle holding all of them.
+fn new_umem(frames: u32) -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemMem), XskError> {
     let ucfg = UmemConfig::builder()
         .frame_size(FrameSize::new(CHUNK).map_err(|e| XskError::Umem {
             frames,
@@ -239,12 +231,34 @@ pub fn open_ports(
     })?;
     let room = (CHUNK - 256) as usize;
     let descs = Arc::new(descs);
-    let mut mem = UmemMem {
+    let mem = UmemMem {
         umem: umem.clone(),
         descs: descs.clone(),
         free: (0..frames).rev().map(FrameId).collect(),
         room,
     };
+    Ok((umem, descs, mem))
+}
+
+impl UmemMem {
+    /// A UMEM of `frames` chunks bound to no port: the production frame memory for pipes run
+    /// without sockets (the multi-worker hand-off tests). Needs the rights AF_XDP needs.
+    pub fn anonymous(frames: u32) -> Result<UmemMem, XskError> {
+        new_umem(frames).map(|(_, _, mem)| mem)
+    }
+}
+
+/// Opens one AF_XDP port per interface on a shared UMEM of `frames` chunks. Returns the ports
+/// and the memory handle holding every chunk not already in a fill ring.
+pub fn open_ports(
+    ifaces: &[String],
+    frames: u32,
+    mode: Option<XdpMode>,
+) -> Result<(Vec<XskPort>, UmemMem), XskError> {
+    for i in ifaces {
+        ifindex(i).ok_or_else(|| XskError::NoInterface(i.clone()))?;
+    }
+    let (umem, descs, mut mem) = new_umem(frames)?;
     let mut ports = Vec::new();
     for iface in ifaces {
         let idx = ifindex(iface).ok_or_else(|| XskError::NoInterface(iface.clone()))?;
