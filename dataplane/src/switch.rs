@@ -127,16 +127,28 @@ pub struct Switch {
 /// lossless classes uses at most half its `response_ps` (see `lossless_lag`).
 pub const REALTIME_MAX_LAG_PS: u64 = 20_000_000_000; // 20 ms
 
-/// The catch-up window of a switch that claims losslessness: at most half its configured
-/// `response_ps`. A catch-up burst is data the far end receives at once that a real wire
+/// The catch-up window of a switch that claims losslessness (PFC enabled on a lossless
+/// class of its MMU): at most half its configured `response_ps`. A catch-up burst is data the far end receives at once that a real wire
 /// would have spread over the stall, as if this switch had reacted to a pause that late; the
 /// far end's headroom covers `response_ps` of lateness in all (its own and ours), so half of
 /// it is ours. Found under CPU load: 20 ms bursts after 10-20 ms stalls overran chain-pfc's
 /// DSH insurance (10 ms at 1 Gbit/s). A shorter window costs rate under long stalls, never
-/// loss.
-fn lossless_lag(buffer: Option<&mmu::MmuConfig>, max_lag_ps: u64) -> u64 {
+/// loss. Lossless classes without PFC claim nothing (`single.toml`'s default classes 3 and 4
+/// with the 10 µs default response cost TCP a quarter of its shaped rate before this check).
+fn lossless_lag(
+    buffer: Option<&mmu::MmuConfig>,
+    pfc: Option<&flowctl::PfcConfig>,
+    max_lag_ps: u64,
+) -> u64 {
+    let pfc_mask = pfc.map_or(0, |p| p.enable_mask);
     match buffer {
-        Some(b) if !b.lossless_pgs.is_empty() => max_lag_ps.min(b.response_ps / 2),
+        Some(b)
+            if b.lossless_pgs
+                .iter()
+                .any(|&pg| pg < 8 && pfc_mask & (1 << pg) != 0) =>
+        {
+            max_lag_ps.min(b.response_ps / 2)
+        }
         _ => max_lag_ps,
     }
 }
@@ -152,7 +164,7 @@ impl Switch {
     ) -> Result<Self, SwitchError> {
         let pipes = u64::from(owner.iter().copied().max().unwrap_or(0)) + 1;
         let spec = &shared.spec;
-        let max_lag_ps = lossless_lag(spec.buffer.as_ref(), max_lag_ps);
+        let max_lag_ps = lossless_lag(spec.buffer.as_ref(), spec.pfc.as_ref(), max_lag_ps);
         let egress = spec
             .ports
             .iter()
@@ -419,24 +431,42 @@ b = "s1:p3"
             response_ps: 10_000_000_000,
             ..Default::default()
         };
+        let pfc = flowctl::PfcConfig {
+            enable_mask: 1 << 3,
+            ..Default::default()
+        };
         assert_eq!(
-            lossless_lag(Some(&lossless), REALTIME_MAX_LAG_PS),
+            lossless_lag(Some(&lossless), Some(&pfc), REALTIME_MAX_LAG_PS),
             5_000_000_000
         );
         assert_eq!(
-            lossless_lag(Some(&lossless), 0),
+            lossless_lag(Some(&lossless), Some(&pfc), 0),
             0,
             "virtual time stays exact"
         );
+        // Lossless classes without PFC on them claim nothing.
+        let other = flowctl::PfcConfig {
+            enable_mask: 1 << 4,
+            ..Default::default()
+        };
+        for p in [None, Some(&other)] {
+            assert_eq!(
+                lossless_lag(Some(&lossless), p, REALTIME_MAX_LAG_PS),
+                REALTIME_MAX_LAG_PS
+            );
+        }
         let lossy = mmu::MmuConfig {
             lossless_pgs: vec![],
             ..lossless
         };
         assert_eq!(
-            lossless_lag(Some(&lossy), REALTIME_MAX_LAG_PS),
+            lossless_lag(Some(&lossy), Some(&pfc), REALTIME_MAX_LAG_PS),
             REALTIME_MAX_LAG_PS
         );
-        assert_eq!(lossless_lag(None, REALTIME_MAX_LAG_PS), REALTIME_MAX_LAG_PS);
+        assert_eq!(
+            lossless_lag(None, Some(&pfc), REALTIME_MAX_LAG_PS),
+            REALTIME_MAX_LAG_PS
+        );
     }
 
     #[test]
