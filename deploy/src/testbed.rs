@@ -298,7 +298,8 @@ impl Testbed {
         Ok(())
     }
 
-    /// Names, addresses and brings up link end `tmp`, already in its node's namespace.
+    /// Names, addresses and brings up link end `tmp`, already in its node's namespace. (`dev`
+    /// before the name: a port may be called `up`.)
     fn attach(&self, tmp: &str, e: Peer) -> Result<()> {
         let node = self.node_of(e);
         let ifn = self.iface_of(e);
@@ -306,10 +307,10 @@ impl Testbed {
         if let Some(mac) = self.resolved.mac(e) {
             self.in_ns(
                 node,
-                &["ip", "link", "set", ifn, "address", &mac.to_string()],
+                &["ip", "link", "set", "dev", ifn, "address", &mac.to_string()],
             )?;
         }
-        self.in_ns(node, &["ip", "link", "set", ifn, "up"])?;
+        self.in_ns(node, &["ip", "link", "set", "dev", ifn, "up"])?;
         if matches!(e, Peer::Host(_)) {
             // Forwarded TCP/UDP would otherwise carry partial checksums.
             self.in_ns(node, &["ethtool", "-K", ifn, "tx", "off"])?;
@@ -545,7 +546,7 @@ impl Testbed {
         for t in &plan.tunnels {
             let node = self.node_of(t.end);
             if exists(&self.ns(node)) {
-                let _ = self.in_ns(node, &["ip", "link", "del", self.iface_of(t.end)]);
+                let _ = self.in_ns(node, &["ip", "link", "del", "dev", self.iface_of(t.end)]);
             }
         }
         let mut errors = String::new();
