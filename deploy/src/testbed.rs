@@ -14,9 +14,9 @@
 //! node's namespace, where it takes the port's interface name and MAC. A VXLAN device keeps
 //! its UDP socket in the namespace it was created in, so the node sends and receives through
 //! the underlay namespace's routes and address while having no underlay address or route
-//! itself: a node reaches other machines only through its tunnels. The devices have MTU 1500
-//! (the link's `mtu`), so the underlay interface needs 50 B more (1550); `up` checks that
-//! before building. GRO is off on them: merged frames would exceed the switch's AF_XDP frames.
+//! itself: a node reaches other machines only through its tunnels. A device's MTU is its
+//! link's `mtu` (default 1500), and the underlay interface needs 50 B more (1550 by default);
+//! `up` checks that before building. GRO is off on them: merged frames would exceed the switch's AF_XDP frames.
 //! `down --machine M` removes M's switches, namespaces (with their tunnels) and run files only;
 //! the run directory goes with the last machine. Without `--machine` every node is local and
 //! every link a veth, as for a file without machines.
@@ -24,8 +24,6 @@
 use dataplane::config::machines::VXLAN_OVERHEAD;
 use dataplane::config::{Peer, ResolvedTopology, Topology, VxlanEnd};
 use dataplane::port::sys::{alive, signal};
-#[cfg(test)]
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -644,6 +642,7 @@ fn kill_all(pids: &[i32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn topo(f: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
