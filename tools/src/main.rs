@@ -113,12 +113,16 @@ enum TestbedCmd {
         /// Extra arguments for every `xoff run` (e.g. "--workers 2").
         #[arg(long, allow_hyphen_values = true)]
         run_args: Option<String>,
+        #[command(flatten)]
+        machine: MachineArgs,
     },
     /// Stop the switches and remove everything `up` created.
     Down {
         file: PathBuf,
         #[arg(long)]
         name: Option<String>,
+        #[command(flatten)]
+        machine: MachineArgs,
     },
     /// Write the testbed as another tool's lab definition on stdout, e.g. `xoff testbed
     /// export --containerlab FILE > lab.clab.yml` (containerlab `linux` nodes: switches run
@@ -147,6 +151,29 @@ enum TestbedCmd {
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
     },
+}
+
+/// Where a testbed spread over machines is built (the file's `[[machine]]` tables).
+#[derive(clap::Args)]
+struct MachineArgs {
+    /// Build (or remove) only this machine's nodes; links to other machines become VXLAN
+    /// tunnels. Without it every node is built here and every link is a veth.
+    #[arg(long)]
+    machine: Option<String>,
+    /// Namespace holding this machine's underlay address (default: the current one, i.e. the
+    /// root namespace on a real machine); e.g. an "underlay" namespace standing in for a
+    /// machine in a one-box demo.
+    #[arg(long, requires = "machine")]
+    underlay_netns: Option<String>,
+}
+
+impl MachineArgs {
+    fn apply(self, tb: deploy::testbed::Testbed) -> Result<deploy::testbed::Testbed> {
+        Ok(match &self.machine {
+            Some(m) => tb.on_machine(m, self.underlay_netns.as_deref())?,
+            None => tb,
+        })
+    }
 }
 
 fn main() {
@@ -209,19 +236,36 @@ fn testbed_cmd(c: TestbedCmd) -> Result<i32> {
             file,
             name,
             run_args,
+            machine,
         } => {
-            let tb = Testbed::load(&file, name.as_deref())?;
+            let tb = machine.apply(Testbed::load(&file, name.as_deref())?)?;
             let extra: Vec<String> = run_args
                 .map(|s| s.split_whitespace().map(String::from).collect())
                 .unwrap_or_default();
             tb.up(&extra)?;
-            println!("testbed `{}` is up; logs in {}", tb.name, tb.dir.display());
+            let on = tb
+                .machine
+                .as_ref()
+                .map_or(String::new(), |m| format!(" on machine `{m}`"));
+            println!(
+                "testbed `{}` is up{on}; logs in {}",
+                tb.name,
+                tb.dir.display()
+            );
             Ok(0)
         }
-        TestbedCmd::Down { file, name } => {
-            let tb = Testbed::load(&file, name.as_deref())?;
+        TestbedCmd::Down {
+            file,
+            name,
+            machine,
+        } => {
+            let tb = machine.apply(Testbed::load(&file, name.as_deref())?)?;
             tb.down()?;
-            println!("testbed `{}` is down", tb.name);
+            let on = tb
+                .machine
+                .as_ref()
+                .map_or(String::new(), |m| format!(" on machine `{m}`"));
+            println!("testbed `{}` is down{on}", tb.name);
             Ok(0)
         }
         TestbedCmd::Export {

@@ -12,11 +12,13 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+pub mod machines;
 pub mod paths;
 pub mod resolved;
 pub mod sim;
 pub mod spec;
 
+pub use machines::{LinkKind, MachineConfig, VxlanEnd};
 pub use resolved::{HostInfo, Peer, ResolvedHost, ResolvedSwitch, ResolvedTopology};
 pub use sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
 pub use spec::{AquariusSpec, BfcSpec, PortSpec, PyrrhaSpec, RouteSpec, SwitchSpec};
@@ -43,6 +45,11 @@ pub struct Topology {
     pub hosts: Vec<HostConfig>,
     #[serde(default, rename = "link")]
     pub links: Vec<LinkConfig>,
+    // --- issue 23 item 2 (branch vxlan): testbeds across machines ---
+    /// Which machine builds which nodes (`xoff testbed up --machine`; [`machines`]).
+    #[serde(default, rename = "machine")]
+    pub machines: Vec<MachineConfig>,
+    // --- end issue 23 item 2 ---
     /// Traffic for the virtual-time fabric (`xoff sim`); testbeds ignore it.
     #[serde(default, rename = "flow")]
     pub flows: Vec<FlowConfig>,
@@ -327,6 +334,19 @@ pub struct HostConfig {
 pub struct LinkConfig {
     pub a: String,
     pub b: String,
+    // --- issue 23 item 2 (branch vxlan): a link between machines ([`machines`]) ---
+    /// `veth` (default) or `vxlan`.
+    #[serde(default)]
+    pub kind: LinkKind,
+    /// VXLAN network identifier (vxlan links).
+    pub vni: Option<u32>,
+    /// Underlay address of the machine holding end `a` (vxlan links).
+    pub local: Option<Ipv4Addr>,
+    /// Underlay address of the machine holding end `b` (vxlan links).
+    pub remote: Option<Ipv4Addr>,
+    /// MTU of the tunnel (vxlan links; default 1500, the underlay then needs 1550).
+    pub mtu: Option<u32>,
+    // --- end issue 23 item 2 ---
 }
 
 /// A deterministic locally administered MAC for a named interface.
@@ -488,6 +508,7 @@ impl Topology {
                 }
             }
         }
+        self.validate_machines()?;
         self.resolve().map(|_| ())
     }
 
