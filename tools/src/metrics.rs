@@ -110,6 +110,22 @@ fn families(s: &SwitchSnapshot) -> Families {
             l.clone(),
             u64::from(p.up),
         );
+        for (n, v, h) in [
+            (
+                "xoff_port_link_down",
+                p.port_down,
+                "Times the port's link went down.",
+            ),
+            (
+                "xoff_port_link_up",
+                p.port_up,
+                "Times the port's link came (back) up.",
+            ),
+        ] {
+            if let Some(v) = v {
+                c(&mut f, n, h, v);
+            }
+        }
         c(
             &mut f,
             "xoff_port_rx_packets",
