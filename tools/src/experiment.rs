@@ -25,7 +25,7 @@
 //! `inflight_cap` for hosts that do not speak BFC).
 
 use crate::congestion::PortPauses;
-use crate::plot::{write_bars, write_chart, Axis, Bars, Chart, Unit};
+use crate::plot::{write_chart, Axis, Bars, Chart, Unit};
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::Topology;
 use dataplane::ctl::{self, Request, Response};
@@ -1839,7 +1839,7 @@ fn plot_all(
             (cell.to_string(), v)
         })
         .collect();
-    write_bars(
+    write_chart(
         out,
         "fct_slowdown",
         &Bars {

@@ -134,6 +134,62 @@ fn bounds(c: &Chart<'_>) -> ((f64, f64), (f64, f64)) {
     (pad(x0, x1, c.xaxis.log), pad(y0, y1, c.yaxis.log))
 }
 
+/// The frame every figure shares: margin, title, and room for tick labels (none without a
+/// font).
+fn builder<'a, 'b, DB: plotters::prelude::DrawingBackend>(
+    root: &'a plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &'b str,
+    text: bool,
+) -> plotters::prelude::ChartBuilder<'a, 'b, DB> {
+    let mut b = plotters::prelude::ChartBuilder::on(root);
+    b.margin(15);
+    if text {
+        b.caption(title, ("sans-serif", 22))
+            .x_label_area_size(45)
+            .y_label_area_size(75);
+    } else {
+        b.x_label_area_size(5).y_label_area_size(5);
+    }
+    b
+}
+
+/// Something `write_chart` can draw on a bitmap and an SVG alike.
+pub trait Figure {
+    fn draw_on<DB: plotters::prelude::DrawingBackend>(
+        &self,
+        root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+        text: bool,
+    ) -> Result<(), Box<dyn std::error::Error>>
+    where
+        DB::ErrorType: 'static;
+}
+
+impl Figure for Chart<'_> {
+    fn draw_on<DB: plotters::prelude::DrawingBackend>(
+        &self,
+        root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+        text: bool,
+    ) -> Result<(), Box<dyn std::error::Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, self, text)
+    }
+}
+
+impl Figure for Bars<'_> {
+    fn draw_on<DB: plotters::prelude::DrawingBackend>(
+        &self,
+        root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+        text: bool,
+    ) -> Result<(), Box<dyn std::error::Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_bars(root, self, text)
+    }
+}
+
 pub fn draw<DB: plotters::prelude::DrawingBackend>(
     root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
     c: &Chart<'_>,
@@ -169,15 +225,7 @@ where
 {
     use plotters::prelude::*;
     root.fill(&WHITE)?;
-    let mut b = ChartBuilder::on(&root);
-    b.margin(15);
-    if text {
-        b.caption(c.title, ("sans-serif", 22))
-            .x_label_area_size(45)
-            .y_label_area_size(75);
-    } else {
-        b.x_label_area_size(5).y_label_area_size(5);
-    }
+    let mut b = builder(&root, c.title, text);
     let mut ch = b.build_cartesian_2d(xr, yr)?;
     let (xu, yu) = (c.xaxis.unit, c.yaxis.unit);
     let xf = move |v: &f64| tick(*v, xu);
@@ -225,23 +273,19 @@ where
     Ok(())
 }
 
-pub fn write_chart(out: &Path, stem: &str, c: &Chart<'_>, files: &mut Vec<String>) -> Result<()> {
+/// Writes `stem.png` and `stem.svg` of a figure and lists them in `files`.
+pub fn write_chart(out: &Path, stem: &str, c: &impl Figure, files: &mut Vec<String>) -> Result<()> {
     use plotters::prelude::*;
     let text = load_font();
     let png = out.join(format!("{stem}.png"));
     let svg = out.join(format!("{stem}.svg"));
-    draw(
+    c.draw_on(
         BitMapBackend::new(&png, (900, 600)).into_drawing_area(),
-        c,
         text,
     )
     .map_err(|e| anyhow!("{}: {e}", png.display()))?;
-    draw(
-        SVGBackend::new(&svg, (900, 600)).into_drawing_area(),
-        c,
-        text,
-    )
-    .map_err(|e| anyhow!("{}: {e}", svg.display()))?;
+    c.draw_on(SVGBackend::new(&svg, (900, 600)).into_drawing_area(), text)
+        .map_err(|e| anyhow!("{}: {e}", svg.display()))?;
     files.push(png.display().to_string());
     files.push(svg.display().to_string());
     Ok(())
@@ -305,15 +349,7 @@ where
 {
     use plotters::prelude::*;
     root.fill(&WHITE)?;
-    let mut b = ChartBuilder::on(&root);
-    b.margin(15);
-    if text {
-        b.caption(c.title, ("sans-serif", 22))
-            .x_label_area_size(45)
-            .y_label_area_size(75);
-    } else {
-        b.x_label_area_size(5).y_label_area_size(5);
-    }
+    let mut b = builder(&root, c.title, text);
     let mut ch = b.build_cartesian_2d(xr, yr)?;
     let n = c.categories.len();
     // Ticks at the category centres (integers) carry the category names.
@@ -370,29 +406,6 @@ where
             .draw()?;
     }
     root.present()?;
-    Ok(())
-}
-
-/// Writes `stem.png` and `stem.svg` of a bar chart.
-pub fn write_bars(out: &Path, stem: &str, c: &Bars<'_>, files: &mut Vec<String>) -> Result<()> {
-    use plotters::prelude::*;
-    let text = load_font();
-    let png = out.join(format!("{stem}.png"));
-    let svg = out.join(format!("{stem}.svg"));
-    draw_bars(
-        BitMapBackend::new(&png, (900, 600)).into_drawing_area(),
-        c,
-        text,
-    )
-    .map_err(|e| anyhow!("{}: {e}", png.display()))?;
-    draw_bars(
-        SVGBackend::new(&svg, (900, 600)).into_drawing_area(),
-        c,
-        text,
-    )
-    .map_err(|e| anyhow!("{}: {e}", svg.display()))?;
-    files.push(png.display().to_string());
-    files.push(svg.display().to_string());
     Ok(())
 }
 
