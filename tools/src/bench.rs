@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Subcommand)]
 pub enum BenchCmd {
     /// Forwarding rate, CPU per packet and latency of xoff and its peers, side by side.
+    #[command(after_help = "Example:\n  xoff bench line-rate --sizes 64,512,1500 --duration 4")]
     LineRate {
         #[arg(long)]
         json: bool,
@@ -30,6 +31,9 @@ pub enum BenchCmd {
         no_record: bool,
     },
     /// AF_XDP traffic generator (used by line-rate).
+    #[command(
+        after_help = "Example:\n  ip netns exec gen xoff bench gen --iface veth0 --src-mac 02:00:00:00:00:01 --dst-mac 02:00:00:00:00:02 --size 64 --duration 4\n  (xoff bench line-rate runs it for you)"
+    )]
     Gen {
         #[arg(long)]
         iface: String,

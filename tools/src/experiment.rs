@@ -46,6 +46,9 @@ use std::time::{Duration, Instant};
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum ExperimentCmd {
     /// Run every cell of an experiment file.
+    #[command(
+        after_help = "Example:\n  xoff experiment run deploy/experiments/websearch-pfc.toml --shard 0/3 --out /tmp/ws-0"
+    )]
     Run {
         file: PathBuf,
         /// Output directory (default: `results/<experiment name>`).
@@ -67,6 +70,9 @@ pub enum ExperimentCmd {
     },
     /// Combine the output directories of `run --shard I/N` (all N shards of one experiment
     /// file) into the full table, results.json and plots.
+    #[command(
+        after_help = "Example:\n  xoff experiment merge /tmp/ws-0 /tmp/ws-1 /tmp/ws-2 --out /tmp/ws"
+    )]
     Merge {
         #[arg(required = true, value_name = "DIR")]
         dirs: Vec<PathBuf>,

@@ -33,31 +33,47 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one switch of a topology file on its interfaces (AF_XDP).
+    #[command(
+        after_help = "Example:\n  xoff run --config deploy/topologies/single.toml --switch s1 --metrics 127.0.0.1:9100"
+    )]
     Run(run::RunArgs),
     /// Talk to a running switch.
+    #[command(after_help = "Example:\n  xoff ctl --testbed single --switch s1 stats --json")]
     Ctl(CtlArgs),
     /// Benchmarks against peers (Linux bridge, bare AF_XDP forwarder, OVS, testpmd).
+    #[command(after_help = "Example:\n  xoff bench line-rate --sizes 64,512 --duration 4")]
     Bench {
         #[command(subcommand)]
         cmd: bench::BenchCmd,
     },
     /// Run a topology + traffic file in deterministic virtual time.
+    #[command(after_help = "Example:\n  xoff sim deploy/sim/incast-pfc.toml --json")]
     Sim(sim::SimArgs),
     /// Run an end host (workload sender/receiver, honours PFC) on a testbed host's eth0.
+    #[command(
+        after_help = "Example:\n  ip netns exec incast9-h1 xoff host --topology deploy/experiments/topo/incast9.toml --host h1 --schedule schedule.csv --out /tmp/h1 --run 3s\n  (xoff experiment run starts one per host: see deploy/experiments/incast-pfc.toml)"
+    )]
     Host(host::HostArgs),
     /// Run an experiment file: testbed or virtual time, matrix of settings, table and plots.
+    #[command(
+        after_help = "Example:\n  xoff experiment run deploy/experiments/websearch-pfc.toml --jobs 2 --out /tmp/ws"
+    )]
     Experiment {
         #[command(subcommand)]
         cmd: experiment::ExperimentCmd,
     },
     /// Reproduce the papers' headline results in virtual time: paper vs measured, a verdict
     /// per row, REPORT.md and plots.
+    #[command(after_help = "Example:\n  xoff repro all --quick --out /tmp/repro")]
     Repro(repro::ReproArgs),
     /// Live view of running switches: rates, queue depths, pauses, drops (q quits).
     ///
     /// Example: `xoff top --testbed chainpfc` (or `--once` for one text frame).
     Top(top::TopArgs),
     /// Build, use and remove a netns testbed from a topology file.
+    #[command(
+        after_help = "Example:\n  xoff testbed up deploy/topologies/chain-pfc.toml && xoff top --testbed chainpfc"
+    )]
     Testbed {
         #[command(subcommand)]
         cmd: TestbedCmd,
@@ -82,11 +98,15 @@ struct CtlArgs {
 #[derive(Subcommand)]
 enum CtlCmd {
     /// Per-port and per-queue counters.
+    #[command(after_help = "Example:\n  xoff ctl --switch s1 --testbed single stats")]
     Stats {
         #[arg(long)]
         json: bool,
     },
     /// Pause an egress queue through the AFC channel.
+    #[command(
+        after_help = "Example:\n  xoff ctl --switch s1 --testbed single pause --port 2 --queue 3"
+    )]
     Pause {
         #[arg(long)]
         port: usize,
@@ -94,6 +114,9 @@ enum CtlCmd {
         queue: usize,
     },
     /// Resume an egress queue.
+    #[command(
+        after_help = "Example:\n  xoff ctl --switch s1 --testbed single resume --port 2 --queue 3"
+    )]
     Resume {
         #[arg(long)]
         port: usize,
@@ -105,6 +128,9 @@ enum CtlCmd {
 #[derive(Subcommand)]
 enum TestbedCmd {
     /// Create namespaces, links, addresses and start the switches.
+    #[command(
+        after_help = "Example:\n  xoff testbed up deploy/topologies/leafspine.toml --run-args=\"--workers 2\""
+    )]
     Up {
         file: PathBuf,
         /// Testbed name (prefix of namespaces); defaults to the file's `name`.
@@ -117,6 +143,7 @@ enum TestbedCmd {
         machine: MachineArgs,
     },
     /// Stop the switches and remove everything `up` created.
+    #[command(after_help = "Example:\n  xoff testbed down deploy/topologies/leafspine.toml")]
     Down {
         file: PathBuf,
         #[arg(long)]
@@ -127,6 +154,9 @@ enum TestbedCmd {
     /// Write the testbed as another tool's lab definition on stdout, e.g. `xoff testbed
     /// export --containerlab FILE > lab.clab.yml` (containerlab `linux` nodes: switches run
     /// `xoff run` on their ports' interfaces, hosts use eth1).
+    #[command(
+        after_help = "Example:\n  xoff testbed export --containerlab deploy/topologies/leafspine.toml > lab.clab.yml"
+    )]
     Export {
         file: PathBuf,
         /// containerlab topology YAML (the only format so far).
@@ -143,6 +173,9 @@ enum TestbedCmd {
         run_args: Option<String>,
     },
     /// Run a command inside a host's namespace.
+    #[command(
+        after_help = "Example:\n  xoff testbed exec deploy/topologies/leafspine.toml h11 -- ping -c 2 10.0.3.2"
+    )]
     Exec {
         file: PathBuf,
         host: String,
