@@ -128,9 +128,9 @@ pub struct Switch {
 pub const REALTIME_MAX_LAG_PS: u64 = 20_000_000_000; // 20 ms
 
 /// The catch-up window of a switch that claims losslessness (PFC enabled on a lossless
-/// class of its MMU): at most half its configured `response_ps`. A catch-up burst is data the far end receives at once that a real wire
-/// would have spread over the stall, as if this switch had reacted to a pause that late; the
-/// far end's headroom covers `response_ps` of lateness in all (its own and ours), so half of
+/// class of its MMU): at most half its configured `response_ps`. A catch-up burst is data
+/// the far end receives at once that a real wire would have spread over the stall, as if
+/// this switch had reacted to a pause that late; the far end's headroom covers `response_ps` of lateness in all (its own and ours), so half of
 /// it is ours. Found under CPU load: 20 ms bursts after 10-20 ms stalls overran chain-pfc's
 /// DSH insurance (10 ms at 1 Gbit/s). A shorter window costs rate under long stalls, never
 /// loss. Lossless classes without PFC claim nothing (`single.toml`'s default classes 3 and 4

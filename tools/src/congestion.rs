@@ -33,6 +33,15 @@ impl PortPauses {
         self.pfc_xoff + self.bfc + self.aquarius + self.pyrrha
     }
 
+    /// Adds another port's signals (the longest pause time stays: ports pause in parallel).
+    fn absorb(&mut self, o: &PortPauses) {
+        self.pfc_xoff += o.pfc_xoff;
+        self.pfc_pause_s = self.pfc_pause_s.max(o.pfc_pause_s);
+        self.bfc += o.bfc;
+        self.aquarius += o.aquarius;
+        self.pyrrha += o.pyrrha;
+    }
+
     /// "208 PFC XOFF (3.07 s)", "12 BFC", ... joined.
     fn label(&self) -> String {
         let mut parts = Vec::new();
@@ -53,6 +62,26 @@ impl PortPauses {
             }
         }
         parts.join(", ")
+    }
+}
+
+/// One edge of the picture: a pausing port toward its peer, or (`host_ports` > 0) all of a
+/// switch's pausing host ports toward one "hosts" node.
+struct Edge {
+    from: String,
+    to: String,
+    host_ports: usize,
+    /// The signals summed over the edge's ports; the pause time is the longest.
+    sum: PortPauses,
+}
+
+impl Edge {
+    fn label(&self) -> String {
+        if self.host_ports > 0 {
+            format!("{} host ports: {}", self.host_ports, self.sum.label())
+        } else {
+            format!("{}: {}", self.sum.port, self.sum.label())
+        }
     }
 }
 
@@ -149,9 +178,9 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
         .iter()
         .filter_map(|p| Some((p, peer(topo, &p.switch, &p.port)?)))
         .collect();
-    // (from switch, to node, edge label, pauses) — one per pausing port, except that with
-    // more than MAX_HOSTS paused hosts each switch's host ports become one edge to one node
-    // ("leaf3 hosts"): a Clos's 128 hosts in a row are unreadable.
+    // One edge per pausing port, except that with more than MAX_HOSTS paused hosts each
+    // switch's host ports become one edge to one node ("leaf3 hosts"): a Clos's 128 hosts in
+    // a row are unreadable.
     let is_host = |n: &str| topo.hosts.iter().any(|h| h.name == n);
     let paused_hosts = {
         let mut v: Vec<&str> = edges
@@ -163,41 +192,38 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
         v.dedup();
         v.len()
     };
-    let mut lines: Vec<(String, String, String, PortPauses)> = Vec::new();
+    let mut lines: Vec<Edge> = Vec::new();
     for (p, to) in &edges {
         if paused_hosts > MAX_HOSTS && is_host(to) {
             let node = format!("{} hosts", p.switch);
-            match lines.iter_mut().find(|l| l.0 == p.switch && l.1 == node) {
+            match lines
+                .iter_mut()
+                .find(|l| l.from == p.switch && l.to == node)
+            {
                 Some(l) => {
-                    let t = &mut l.3;
-                    t.pfc_xoff += p.pfc_xoff;
-                    t.pfc_pause_s = t.pfc_pause_s.max(p.pfc_pause_s);
-                    t.bfc += p.bfc;
-                    t.aquarius += p.aquarius;
-                    t.pyrrha += p.pyrrha;
-                    t.port = (t.port.parse::<u32>().unwrap_or(1) + 1).to_string();
+                    l.sum.absorb(p);
+                    l.host_ports += 1;
                 }
-                None => {
-                    let mut t = (*p).clone();
-                    t.port = "1".into();
-                    lines.push((p.switch.clone(), node, String::new(), t));
-                }
+                None => lines.push(Edge {
+                    from: p.switch.clone(),
+                    to: node,
+                    host_ports: 1,
+                    sum: (*p).clone(),
+                }),
             }
         } else {
-            let label = format!("{}: {}", p.port, p.label());
-            lines.push((p.switch.clone(), to.clone(), label, (*p).clone()));
-        }
-    }
-    for l in &mut lines {
-        if l.2.is_empty() {
-            // Aggregated: `port` counted the host ports; the pause time is the longest.
-            l.2 = format!("{} host ports: {}", l.3.port, l.3.label());
+            lines.push(Edge {
+                from: p.switch.clone(),
+                to: to.clone(),
+                host_ports: 0,
+                sum: (*p).clone(),
+            });
         }
     }
     let mut hosts: Vec<&str> = Vec::new();
-    for (_, to, _, _) in &lines {
-        if (is_host(to) || to.ends_with(" hosts")) && !hosts.contains(&to.as_str()) {
-            hosts.push(to);
+    for l in &lines {
+        if (l.host_ports > 0 || is_host(&l.to)) && !hosts.contains(&l.to.as_str()) {
+            hosts.push(&l.to);
         }
     }
     for (tier, attrs) in [
@@ -235,16 +261,16 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
     }
     let heaviest = lines
         .iter()
-        .map(|l| weight(&l.3))
+        .map(|l| weight(&l.sum))
         .fold(f64::MIN_POSITIVE, f64::max);
-    for (from, to, label, p) in &lines {
-        let w = 1.0 + 5.0 * weight(p) / heaviest;
+    for l in &lines {
+        let w = 1.0 + 5.0 * weight(&l.sum) / heaviest;
         let _ = writeln!(
             s,
             "  {} -> {} [color=\"#c0392b\", penwidth={w:.1}, label={}];",
-            q(from),
-            q(to),
-            q(label)
+            q(&l.from),
+            q(&l.to),
+            q(&l.label())
         );
     }
     let _ = writeln!(s, "}}");

@@ -5,7 +5,6 @@
 
 use anyhow::{bail, Context, Result};
 use dataplane::ctl::{self, Request, Response};
-use dataplane::scheme::pfc::PfcCount;
 use dataplane::stats::SwitchSnapshot;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use ratatui::layout::Constraint;
@@ -151,9 +150,8 @@ pub fn rows(prev: Option<&SwitchSnapshot>, cur: &SwitchSnapshot, dt: f64) -> Vec
                     }
                 }
                 if v.is_empty() {
-                    let t = st.pfc_total(i, PfcCount::XoffSent);
-                    let r = st.pfc_total(i, PfcCount::XoffReceived);
-                    format!("{t}/{r}")
+                    // No priority sent or received an XOFF on this port.
+                    "0/0".into()
                 } else {
                     v.join(" ")
                 }

@@ -208,19 +208,12 @@ impl Bed {
     pub fn chain_two_flows(&self) -> ChainRun {
         self.iperf_server("h4");
         self.iperf_server("h3");
-        let udp = |to: &str| {
-            vec!["-c", to, "-u", "-b", "150M", "-l", "1400", "-t", "3"]
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
+        fn udp(to: &str) -> [&str; 9] {
+            ["-c", to, "-u", "-b", "150M", "-l", "1400", "-t", "3"]
+        }
         let (a, b) = std::thread::scope(|sc| {
-            let a = sc.spawn(|| {
-                let args = udp("10.0.0.4");
-                self.iperf("h1", &args.iter().map(String::as_str).collect::<Vec<_>>())
-            });
-            let args = udp("10.0.0.3");
-            let b = self.iperf("h2", &args.iter().map(String::as_str).collect::<Vec<_>>());
+            let a = sc.spawn(|| self.iperf("h1", &udp("10.0.0.4")));
+            let b = self.iperf("h2", &udp("10.0.0.3"));
             (a.join().expect("iperf A"), b)
         });
         std::thread::sleep(Duration::from_millis(500));
