@@ -40,8 +40,16 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Stats,
-    Pause { port: usize, queue: usize },
-    Resume { port: usize, queue: usize },
+    /// The lossless audit (`crate::audit`).
+    Audit,
+    Pause {
+        port: usize,
+        queue: usize,
+    },
+    Resume {
+        port: usize,
+        queue: usize,
+    },
 }
 
 /// How much of an unknown request word an error message repeats.
@@ -58,6 +66,7 @@ impl Request {
         };
         match w.first().copied() {
             Some("stats") => Ok(Request::Stats),
+            Some("audit") => Ok(Request::Audit),
             Some("pause") => Ok(Request::Pause {
                 port: num(1)?,
                 queue: num(2)?,
@@ -79,6 +88,7 @@ impl Request {
     pub fn to_line(&self) -> String {
         match self {
             Request::Stats => "stats".into(),
+            Request::Audit => "audit".into(),
             Request::Pause { port, queue } => format!("pause {port} {queue}"),
             Request::Resume { port, queue } => format!("resume {port} {queue}"),
         }
@@ -90,6 +100,7 @@ impl Request {
 #[serde(rename_all = "snake_case")]
 pub enum Response {
     Stats(Box<SwitchSnapshot>),
+    Audit(Box<crate::audit::Audit>),
     Ok,
     Error(String),
 }

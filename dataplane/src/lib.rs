@@ -4,6 +4,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod audit;
 pub mod buffer;
 pub mod clock;
 pub mod config;

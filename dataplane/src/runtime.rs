@@ -120,6 +120,11 @@ impl Running {
         }
     }
 
+    /// The lossless audit of the switch as it stands (exact once traffic has stopped).
+    pub fn audit(&self) -> crate::audit::Audit {
+        self.shared.audit(&self.snapshot())
+    }
+
     /// Current counters as JSON-serialisable snapshot.
     pub fn snapshot(&self) -> crate::stats::SwitchSnapshot {
         let merge = |m: &Mutex<Vec<Option<serde_json::Value>>>| {
@@ -199,6 +204,7 @@ impl Handoffs {
         &self,
         owner: &[u16],
         shared: &SwitchShared,
+        ledger: &crate::audit::Ledger,
         mem: &mut M,
         out: &mut Outputs,
     ) -> u64 {
@@ -211,6 +217,7 @@ impl Handoffs {
                     c.drop_shared(DropReason::ControlLost);
                 } else {
                     c.drop_shared(DropReason::QueueFull);
+                    ledger.handoff_lost(h.pkt.in_port, h.pkt.prio);
                     dropped += 1;
                 }
                 mem.free(h.pkt.frame);
@@ -438,8 +445,13 @@ impl Worker {
 
     /// Passes packets and control frames for other pipes' ports to their mailboxes.
     fn hand_off(&mut self, out: &mut Outputs) {
-        self.boxes
-            .send(&self.owner, &self.sw.shared, &mut self.mem, out);
+        self.boxes.send(
+            &self.owner,
+            &self.sw.shared,
+            &self.sw.ledger,
+            &mut self.mem,
+            out,
+        );
     }
 
     fn housekeeping(&mut self) {
@@ -536,7 +548,8 @@ port = [{ name = "p1" }, { name = "p2" }]
                 ctrl,
             });
         }
-        assert_eq!(boxes.send(&[0, 1], &shared, &mut mem, &mut out), 1);
+        let ledger = crate::audit::Ledger::new(2);
+        assert_eq!(boxes.send(&[0, 1], &shared, &ledger, &mut mem, &mut out), 1);
         let c = &shared.counters[1];
         assert_eq!(c.drops_of(DropReason::QueueFull), 1);
         assert_eq!(c.drops_of(DropReason::ControlLost), 1);

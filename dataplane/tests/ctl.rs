@@ -47,6 +47,7 @@ fn start(path: &Path, limits: Limits) -> Server {
     let shared = SwitchShared::new(t.switch_spec("s1").unwrap());
     ctl::serve_with(path, limits, None, move |req| match req {
         Request::Stats => Response::Stats(Box::new(shared.snapshot(1.0, None))),
+        Request::Audit => Response::Audit(Box::new(shared.audit(&shared.snapshot(1.0, None)))),
         Request::Pause { port, .. } | Request::Resume { port, .. } if port < 2 => Response::Ok,
         Request::Pause { port, queue } | Request::Resume { port, queue } => {
             Response::Error(format!("no queue {queue} on port {port}"))
@@ -110,6 +111,10 @@ fn protocol_bytes_are_unchanged() {
         ctl::request(&path, &Request::Stats).unwrap(),
         Response::Stats(_)
     ));
+    match ctl::request(&path, &Request::Audit).unwrap() {
+        Response::Audit(a) => assert!(a.balanced && a.ports.len() == 2, "{a:?}"),
+        r => panic!("{r:?}"),
+    }
     srv.shutdown();
 }
 

@@ -155,12 +155,12 @@ fn two_workers_count_every_frame_through_handoffs() {
                     std::hint::spin_loop();
                 }
             }
-            ring_full += boxes.send(&owner, &shared, &mut mem_a, &mut out);
+            ring_full += boxes.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
             hold.store(false, Ordering::Release);
             bursts += 1;
         }
     }
-    ring_full += boxes.send(&owner, &shared, &mut mem_a, &mut out);
+    ring_full += boxes.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
     done.store(true, Ordering::Release);
     let (sent, mem_b) = b.join().unwrap();
 
@@ -198,6 +198,21 @@ fn two_workers_count_every_frame_through_handoffs() {
         snap.drops.get("queue_full"),
         Some(&(owner_drops + ring_full))
     );
+    // The audit explains every frame from the two pipes' ledgers: received on p1, forwarded
+    // by B, dropped at B's queue or at the full ring (counted by A), none left anywhere.
+    let audit = shared.audit(&shared.snapshot(0.0, None));
+    eprint!("{}", audit.table());
+    assert!(audit.balanced, "audit does not balance");
+    let row = &audit.ports[0].prios[0];
+    assert_eq!(
+        (row.received, row.forwarded, row.queued, row.in_handoff),
+        (N, sent, 0, 0)
+    );
+    assert_eq!(
+        row.dropped.get("queue_full"),
+        Some(&(owner_drops + ring_full))
+    );
+    assert_eq!(audit.lost, owner_drops + ring_full);
     assert_eq!(p1.drops.iter().map(|c| c.get()).sum::<u64>(), 0);
     // Every chunk is back: none leaked on any path.
     assert_eq!(

@@ -167,6 +167,49 @@ struct SampleCfg {
     interval: Option<String>,
 }
 
+/// A cell's lossless audit (`dataplane::audit`): every switch's ledger summed, plus the
+/// AF_XDP ring losses at the host ends on real frames. Taken after the traffic stopped, when
+/// it is exact.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellAudit {
+    /// Some switch claims lossless priorities (PFC on a priority, or a per-hop scheme).
+    pub lossless_claimed: bool,
+    /// Switches whose audit does not balance, or that did not answer.
+    pub unbalanced: Vec<String>,
+    /// Frames the switches dropped after classification, plus ring losses everywhere.
+    pub lost: u64,
+    /// Of those, frames of lossless priorities (and ring losses where lossless traffic runs,
+    /// host ends included).
+    pub lossless_lost: u64,
+}
+
+impl CellAudit {
+    fn add(&mut self, a: &dataplane::audit::Audit, spec: &dataplane::SwitchSpec) {
+        self.lossless_claimed |= dataplane::audit::lossless_prios(spec) != 0;
+        if !a.balanced {
+            self.unbalanced.push(a.switch.clone());
+        }
+        self.lost += a.lost;
+        self.lossless_lost += a.lossless_lost;
+    }
+
+    /// Why a cell that claims losslessness fails its audit (None: it passes, or claims
+    /// nothing).
+    pub fn failure(&self) -> Option<String> {
+        if !self.lossless_claimed {
+            return None;
+        }
+        match (self.unbalanced.is_empty(), self.lossless_lost) {
+            (true, 0) => None,
+            (true, n) => Some(format!("{n} frames of lossless priorities lost")),
+            (false, n) => Some(format!(
+                "audit does not balance at {} ({n} lossless frames lost)",
+                self.unbalanced.join(", ")
+            )),
+        }
+    }
+}
+
 /// One cell's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
@@ -196,6 +239,9 @@ pub struct CellResult {
     /// Pause signals each switch port sent (the congestion tree's edges).
     #[serde(default)]
     pub pauses: Vec<PortPauses>,
+    /// The switches' lossless audit after the traffic stopped.
+    #[serde(default)]
+    pub audit: CellAudit,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
@@ -392,7 +438,17 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
         }
         writeln!(o, "results in {}", out.display())?;
     }
-    Ok(0)
+    // A cell that claims losslessness and cannot show it fails the run, whatever else it
+    // measured.
+    let failed: Vec<String> = res
+        .cells
+        .iter()
+        .filter_map(|c| c.audit.failure().map(|w| format!("{}: {w}", c.cell)))
+        .collect();
+    for f in &failed {
+        eprintln!("lossless audit failed in cell {f}");
+    }
+    Ok(if failed.is_empty() { 0 } else { 1 })
 }
 
 /// `--shard I/N`: this process runs the cells whose index (in the order of the results table:
@@ -1325,6 +1381,7 @@ fn empty_result() -> CellResult {
         host_bfc_pauses_rx: 0,
         hosts_incomplete: Vec::new(),
         pauses: Vec::new(),
+        audit: CellAudit::default(),
         dir: String::new(),
         timeline: Timeline::default(),
     }
@@ -1480,7 +1537,11 @@ fn run_virtual(
     r.summary = summarize(&flows, fab.now().clamp(1, duration + drain));
     r.receiver_lost = r.summary.lost;
     // Final counters, with each switch's flow-control statistics (PFC, BFC).
-    switch_totals(&mut r, &fab.report().switches, false);
+    let report = fab.report();
+    switch_totals(&mut r, &report.switches, false);
+    for (n, snap) in fab.nodes().iter().zip(&report.switches) {
+        r.audit.add(&n.shared().audit(snap), &n.shared().spec);
+    }
     let pr = fab.probes();
     let w = pr.names.len();
     let mut series = Series {
@@ -1652,6 +1713,17 @@ fn run_real(
     if finals.is_empty() {
         finals = last;
     }
+    let mut audit = CellAudit::default();
+    for s in &topo.switches {
+        let spec = topo.switch_spec(&s.name)?;
+        match ctl::request(&socket_path(&name, &s.name), &Request::Audit) {
+            Ok(Response::Audit(a)) => audit.add(&a, &spec),
+            _ => {
+                audit.lossless_claimed |= dataplane::audit::lossless_prios(&spec) != 0;
+                audit.unbalanced.push(format!("{} (no answer)", s.name));
+            }
+        }
+    }
     drop(guard);
     let mut r = empty_result();
     let mut tx = Vec::new();
@@ -1690,7 +1762,15 @@ fn run_real(
     per_path_ideal(exp, paths, &mut flows, mss);
     r.summary = summarize(&flows, run_ps);
     r.receiver_lost = r.summary.lost;
+    // Host ends' ring losses (the switches' are in their audits): a host carries the cell's
+    // traffic, lossless or not.
+    let host_ring = r.xdp_lost;
     switch_totals(&mut r, &finals, true);
+    audit.lost += host_ring;
+    if audit.lossless_claimed {
+        audit.lossless_lost += host_ring;
+    }
+    r.audit = audit;
     Ok((r, flows, series))
 }
 

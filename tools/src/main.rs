@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod audit;
 mod bench;
 mod congestion;
 mod experiment;
@@ -103,6 +104,14 @@ enum CtlCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Where every received frame went, per port and priority: forwarded, dropped (by
+    /// reason), queued or in a hand-off ring; exits 1 if it does not balance or a lossless
+    /// priority lost frames. Exact once traffic has stopped.
+    #[command(after_help = "Example:\n  xoff ctl --switch s1 --testbed single audit")]
+    Audit {
+        #[arg(long)]
+        json: bool,
+    },
     /// Pause an egress queue through the AFC channel.
     #[command(
         after_help = "Example:\n  xoff ctl --switch s1 --testbed single pause --port 2 --queue 3"
@@ -171,6 +180,19 @@ enum TestbedCmd {
         /// Extra arguments for every `xoff run` (as `testbed up --run-args`).
         #[arg(long, allow_hyphen_values = true)]
         run_args: Option<String>,
+    },
+    /// The lossless audit of every switch of a running testbed and of every link between
+    /// two switches; exits 1 if it does not balance or a lossless priority lost frames.
+    /// Exact once traffic has stopped.
+    #[command(after_help = "Example:\n  xoff testbed audit deploy/topologies/leafspine.toml")]
+    Audit {
+        file: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        machine: MachineArgs,
     },
     /// Run a command inside a host's namespace.
     #[command(
@@ -246,6 +268,7 @@ fn ctl_cmd(a: CtlArgs) -> Result<i32> {
     };
     let req = match a.cmd {
         CtlCmd::Stats { .. } => Request::Stats,
+        CtlCmd::Audit { .. } => Request::Audit,
         CtlCmd::Pause { port, queue } => Request::Pause { port, queue },
         CtlCmd::Resume { port, queue } => Request::Resume { port, queue },
     };
@@ -256,6 +279,17 @@ fn ctl_cmd(a: CtlArgs) -> Result<i32> {
             println!("{}", serde_json::to_string_pretty(&s)?)
         }
         (Response::Stats(s), _) => print!("{}", s.table()),
+        (Response::Audit(au), CtlCmd::Audit { json }) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&au)?);
+            } else {
+                print!("{}", au.table());
+            }
+            if !au.lossless_ok() {
+                return Ok(1);
+            }
+        }
+        (Response::Audit(au), _) => print!("{}", au.table()),
         (Response::Ok, _) => println!("ok"),
         (Response::Error(e), _) => bail!("switch `{}`: {e}", a.switch),
     }
@@ -318,6 +352,21 @@ fn testbed_cmd(c: TestbedCmd) -> Result<i32> {
             let lab = deploy::clab::export(&file, &opts)?;
             print!("{}", deploy::clab::to_yaml(&lab)?);
             Ok(0)
+        }
+        TestbedCmd::Audit {
+            file,
+            name,
+            json,
+            machine,
+        } => {
+            let tb = machine.apply(Testbed::load(&file, name.as_deref())?)?;
+            let a = audit::testbed(&tb)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&a)?);
+            } else {
+                print!("{}", a.table());
+            }
+            Ok(if a.ok() { 0 } else { 1 })
         }
         TestbedCmd::Exec {
             file,

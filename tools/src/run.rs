@@ -173,6 +173,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
                 s.afc_ring_full = ring_full();
                 Response::Stats(Box::new(s))
             }
+            Request::Audit => Response::Audit(Box::new(r2.audit())),
             Request::Pause { port, queue } => {
                 // An untimed pause as the AFC word (credit 0) that a P4 program would write.
                 let cmd = u16::try_from(port)

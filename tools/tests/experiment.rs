@@ -159,6 +159,21 @@ fn incast_pfc_is_lossless_and_no_flow_control_is_not() {
             n(s, "retx")
         );
         print_senders(c);
+        // The switches' lossless audit (taken after the hosts stopped) balances in every
+        // cell and agrees with the independent counters: what it calls lost is what the
+        // switches dropped plus what the AF_XDP rings dropped.
+        let a = &c["audit"];
+        eprintln!("  audit: {a}");
+        assert!(
+            a["unbalanced"].as_array().is_some_and(|u| u.is_empty()),
+            "audit does not balance: {c}"
+        );
+        assert_eq!(n(a, "lost"), drops + n(c, "xdp_lost"), "{c}");
+        assert_eq!(
+            a["lossless_claimed"].as_bool(),
+            Some(scheme == "pfc"),
+            "{c}"
+        );
         assert_eq!(n(s, "flows"), 8, "{c}");
         assert!(
             c["hosts_incomplete"]
@@ -173,6 +188,7 @@ fn incast_pfc_is_lossless_and_no_flow_control_is_not() {
             assert_eq!(drops, 0, "{c}");
             assert_eq!(n(s, "retx"), 0, "{c}");
             assert!(n(c, "pfc_pause_frames") > 0, "PFC never paused: {c}");
+            assert_eq!(n(a, "lossless_lost"), 0, "{c}");
         } else {
             assert!(
                 n(c, "receiver_lost") > 0 && drops > 0,
@@ -205,6 +221,7 @@ fn websearch_virtual_runs_and_is_deterministic() {
         if c["params"]["scheme"] == "pfc" {
             assert_eq!(drops(c), 0, "{c}");
             assert!(n(c, "pfc_pause_frames") > 0, "PFC never paused: {c}");
+            assert_eq!(n(&c["audit"], "lossless_lost"), 0, "{c}");
             assert!(series(c, "pauses").last().is_some_and(|&x| x > 0.0));
         } else {
             assert!(drops(c) > 0 && n(s, "retx") > 0, "no loss without PFC: {c}");

@@ -64,6 +64,7 @@ impl Switch {
         now: u64,
     ) {
         self.schemes.on_drop(pkt, now);
+        self.ledger.dropped(pkt.in_port, pkt.prio, r);
         self.shared.counters[port].queues[usize::from(pkt.queue)]
             .drops
             .add(1);
@@ -102,6 +103,7 @@ impl Switch {
             qc.ecn_marked.add(1);
         }
         eg.qs.push(q, *pkt);
+        self.ledger.admitted(pkt.in_port, pkt.prio);
         out.touch(port);
         qc.enq_pkts.add(1);
         qc.enq_bytes.add(u64::from(pkt.len));

@@ -134,16 +134,15 @@ impl Switch {
             };
             let pkts: Vec<Pkt> = eg.qs.drain_queue(q);
             let qc = &self.shared.counters[port].queues[q];
-            if queue.is_some() {
-                qc.depth_bytes.set(0);
-                qc.depth_pkts.set(0);
-            }
+            qc.depth_bytes.set(0);
+            qc.depth_pkts.set(0);
             let view = crate::scheme::PortView {
                 port,
                 nonempty: 0,
                 pause: self.shared.afc.port(port),
             };
             for pkt in pkts {
+                self.ledger.flushed(pkt.in_port, pkt.prio, why);
                 let req = BufReq::leaving(&pkt, port, q);
                 self.buffer.release(&req, pkt.tag, now);
                 self.schemes.on_dequeue(&pkt, q, 0, &view, now);

@@ -58,6 +58,7 @@ pub(crate) struct Departure<'a> {
     pub schemes: &'a mut Schemes,
     pub buffer: &'a mut Buffer,
     pub counters: &'a PortCounters,
+    pub ledger: &'a crate::audit::Ledger,
     pub pause: &'a PauseRegs,
     pub port: usize,
 }
@@ -76,6 +77,7 @@ impl Departure<'_> {
         now: u64,
     ) -> u32 {
         let Some(q) = q else { return pkt.len };
+        self.ledger.departed(pkt.in_port, pkt.prio);
         let bytes = eg.qs.data[q].bytes();
         let mut wire = pkt.len;
         if self.schemes.per_packet() {

@@ -26,6 +26,7 @@ impl Switch {
         c.rx_pkts.add(1);
         c.rx_bytes.add(u64::from(pkt.len));
         if pkt.len as usize > mem.room() {
+            self.ledger.dropped_pre(pkt.in_port, DropReason::Oversize);
             self.drop_at(ip, mem, pkt.frame, DropReason::Oversize);
             return false;
         }
@@ -60,13 +61,17 @@ impl Switch {
         let data = &mem.data(pkt.frame)[..pkt.len as usize];
         match self.schemes.on_control(ip, et, data, &self.shared.afc, now) {
             Some(wake) => {
+                self.ledger.consumed(pkt.in_port);
                 mem.free(pkt.frame);
                 if wake && self.owns(ip) {
                     // Resumed queues may be eligible now.
                     out.touch(pkt.in_port);
                 }
             }
-            None => self.drop_at(ip, mem, pkt.frame, DropReason::MacControl),
+            None => {
+                self.ledger.dropped_pre(pkt.in_port, DropReason::MacControl);
+                self.drop_at(ip, mem, pkt.frame, DropReason::MacControl)
+            }
         }
         true
     }
@@ -159,6 +164,7 @@ impl Switch {
         if self.owns(p) {
             self.enqueue(mem, port, pkt, now, out);
         } else {
+            self.ledger.handed(pkt.in_port, pkt.prio);
             out.handoff.push(Handoff {
                 port,
                 pkt: *pkt,
@@ -181,10 +187,15 @@ impl Switch {
             .map(|p| p as u16)
             .collect();
         let Some((&last, rest)) = targets.split_last() else {
+            self.ledger
+                .dropped(pkt.in_port, pkt.prio, DropReason::NoRoute);
             return self.drop_at(ip, mem, pkt.frame, DropReason::NoRoute);
         };
         for &p in rest {
+            self.ledger.copy(pkt.in_port, pkt.prio);
             let Some(copy) = mem.alloc() else {
+                self.ledger
+                    .dropped(pkt.in_port, pkt.prio, DropReason::NoFrame);
                 self.shared.counters[ip].drop(DropReason::NoFrame);
                 continue;
             };
