@@ -45,11 +45,13 @@ struct Slot {
     dropped: [Counter; REASONS],
 }
 
-/// Fates of frames a port received that never got a priority.
+/// Fates of frames a port received that never got a priority, and frames lost on the port's
+/// emulated wire.
 #[derive(Debug, Default)]
 struct PreSlot {
     consumed: Counter,
     dropped: [Counter; REASONS],
+    wire_dropped: Counter,
 }
 
 /// One pipe's share of the audit counters (written only by that pipe's worker).
@@ -122,6 +124,13 @@ impl Ledger {
     pub fn dropped_pre(&self, port: u16, why: DropReason) {
         self.pre[usize::from(port)].dropped[why.index()].add(1);
     }
+    /// Frames (data and control) that were on `port`'s emulated wire when its link went down
+    /// or its interface vanished. The wire keeps no ingress port or priority, so these are
+    /// counted per egress port; they were counted `forwarded` when they left their queue.
+    #[inline]
+    pub fn wire_dropped(&self, port: u16, n: u64) {
+        self.pre[usize::from(port)].wire_dropped.add(n);
+    }
     /// A link-local control frame (PFC, Xoff signal) a scheme consumed.
     #[inline]
     pub fn consumed(&self, port: u16) {
@@ -155,6 +164,8 @@ pub struct SlotSnapshot {
 pub struct PreSnapshot {
     pub consumed: u64,
     pub dropped: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub wire_dropped: u64,
 }
 
 fn add_drops(into: &mut BTreeMap<String, u64>, from: &[Counter; REASONS]) {
@@ -188,6 +199,7 @@ impl LedgerSnapshot {
                     add_drops(&mut a.dropped, &o.dropped);
                 }
                 s.pre[p].consumed += l.pre[p].consumed.get();
+                s.pre[p].wire_dropped += l.pre[p].wire_dropped.get();
                 add_drops(&mut s.pre[p].dropped, &l.pre[p].dropped);
             }
         }
@@ -227,6 +239,15 @@ pub struct PortAudit {
     /// Dropped by the kernel before the AF_XDP ring (XDP_STATISTICS: rx_dropped,
     /// rx_ring_full, rx_invalid_descs).
     pub ring_lost: u64,
+    /// Frames on the port's emulated wire when its link went down (egress side; already
+    /// counted `forwarded` by their ingress rows).
+    #[serde(default)]
+    pub wire_dropped: u64,
+    /// Frames the kernel discarded on transmit (the interface's `tx_dropped`): counted
+    /// `forwarded` here, lost after the switch let go of them (e.g. sent in the moment between
+    /// a link going down and the switch hearing of it).
+    #[serde(default)]
+    pub kernel_tx_dropped: u64,
     /// `rx − Σ received − consumed − dropped_pre`: 0 when balanced.
     pub rx_balance: i64,
     /// Priorities with any traffic.
@@ -247,7 +268,7 @@ pub struct Audit {
     /// Frames of lossless priorities dropped, plus ring losses on ports that carry lossless
     /// traffic.
     pub lossless_lost: u64,
-    /// All frames dropped after classification, plus all ring losses.
+    /// All frames dropped after classification, plus all ring and wire losses.
     pub lost: u64,
 }
 
@@ -305,9 +326,13 @@ impl Audit {
             let rx_balance =
                 ps.rx_pkts as i64 - received as i64 - pre.consumed as i64 - pre_d as i64;
             balanced &= rx_balance == 0;
-            lost += ring_lost;
+            lost += ring_lost + pre.wire_dropped + ps.kernel_tx_dropped;
             if carries_lossless {
                 lossless_lost += ring_lost;
+            }
+            // Which priorities the wire held is not kept: a lossless claim counts them all.
+            if mask != 0 {
+                lossless_lost += pre.wire_dropped + ps.kernel_tx_dropped;
             }
             ports.push(PortAudit {
                 port: p,
@@ -316,6 +341,8 @@ impl Audit {
                 consumed: pre.consumed,
                 dropped_pre: pre.dropped.clone(),
                 ring_lost,
+                wire_dropped: pre.wire_dropped,
+                kernel_tx_dropped: ps.kernel_tx_dropped,
                 rx_balance,
                 prios,
             });
@@ -390,6 +417,13 @@ impl Audit {
                     r.in_handoff,
                     r.balance,
                     why.join(" ")
+                );
+            }
+            if p.wire_dropped > 0 || p.kernel_tx_dropped > 0 {
+                let _ = writeln!(
+                    s,
+                    "{:<10}  link down: {} frames dropped on the emulated wire, {} by the kernel on transmit",
+                    p.name, p.wire_dropped, p.kernel_tx_dropped
                 );
             }
             if p.rx > 0 || p.ring_lost > 0 {

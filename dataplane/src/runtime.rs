@@ -96,6 +96,10 @@ pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
 /// A running switch.
 pub struct Running {
     pub shared: Arc<SwitchShared>,
+    umem_frames: u64,
+    umem_free: Arc<Vec<crate::stats::Counter>>,
+    umem_rings: Arc<Vec<crate::stats::Counter>>,
+    pool: Arc<ArrayQueue<FrameId>>,
     /// MMU statistics each worker last published.
     pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     /// Flow-control statistics each worker last published.
@@ -145,6 +149,11 @@ impl Running {
             p.port_down = Some(c.link_down.get());
             p.port_up = Some(c.link_up.get());
         }
+        snap.umem = Some(crate::stats::UmemSnapshot {
+            frames: self.umem_frames,
+            free: self.umem_free.iter().map(|c| c.get()).sum::<u64>() + self.pool.len() as u64,
+            in_rings: self.umem_rings.iter().map(|c| c.get()).sum(),
+        });
         snap.pfc =
             self.fc_stats.lock().ok().and_then(|g| {
                 crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())
@@ -254,6 +263,12 @@ struct Worker {
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     afc: Option<Arc<crate::port::shm::AfcShm>>,
+    /// Free chunks this worker holds, published at housekeeping (`Running::umem`).
+    umem_free: Arc<Vec<crate::stats::Counter>>,
+    /// Chunks this worker's sockets lent the kernel (`XskPort::in_rings`).
+    umem_rings: Arc<Vec<crate::stats::Counter>>,
+    /// Each port's kernel `tx_dropped` when the switch first read it.
+    tx_dropped_base: std::collections::HashMap<u16, u64>,
 }
 
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
@@ -274,6 +289,10 @@ pub fn start(
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
     let fc_stats = Arc::new(Mutex::new(vec![None; workers]));
+    let umem_free: Arc<Vec<crate::stats::Counter>> =
+        Arc::new((0..workers).map(|_| Default::default()).collect());
+    let umem_rings: Arc<Vec<crate::stats::Counter>> =
+        Arc::new((0..workers).map(|_| Default::default()).collect());
     let mut per: Vec<Vec<(u16, XskPort)>> = (0..workers).map(|_| Vec::new()).collect();
     for (i, p) in ports.into_iter().enumerate() {
         per[usize::from(owner[i])].push((i as u16, p));
@@ -313,6 +332,9 @@ pub fn start(
             mmu_stats: mmu_stats.clone(),
             fc_stats: fc_stats.clone(),
             afc: opts.afc.clone().filter(|_| w == 0),
+            umem_free: umem_free.clone(),
+            umem_rings: umem_rings.clone(),
+            tx_dropped_base: Default::default(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -322,6 +344,10 @@ pub fn start(
     }
     Ok(Running {
         shared,
+        umem_frames: u64::from(frames),
+        umem_free,
+        umem_rings,
+        pool,
         mmu_stats,
         fc_stats,
         headroom,
@@ -377,6 +403,16 @@ impl Worker {
                 let pend = &mut self.pending[i];
                 self.sw.service(&mut self.mem, *pid, now, &mut out);
                 pend.append(&mut out.tx);
+                if !pend.is_empty() && !self.sw.shared.is_up(usize::from(*pid)) {
+                    // Link down: frames due on the wire are dropped and counted, not sent
+                    // into an interface that would discard them uncounted.
+                    let c = &self.sw.shared.counters[usize::from(*pid)];
+                    self.sw.ledger.wire_dropped(*pid, pend.len() as u64);
+                    for (f, _) in pend.drain(..) {
+                        c.drop(DropReason::PortDown);
+                        crate::frame::FrameMem::free(&mut self.mem, f);
+                    }
+                }
                 if !pend.is_empty() {
                     let k = port.tx_burst(pend);
                     let c = &self.sw.shared.counters[usize::from(*pid)];
@@ -465,7 +501,20 @@ impl Worker {
                 c.xdp_tx_invalid.set(s.tx_invalid_descs);
                 c.xdp_tx_ring_empty.set(s.tx_ring_empty_descs);
             }
+            // The kernel's own transmit drops on this interface, counted from start.
+            let path = format!("/sys/class/net/{}/statistics/tx_dropped", port.iface);
+            if let Some(v) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+            {
+                let c = &self.sw.shared.counters[usize::from(*pid)];
+                let base = *self.tx_dropped_base.entry(*pid).or_insert(v);
+                c.kernel_tx_dropped.set(v.saturating_sub(base));
+            }
         }
+        self.umem_free[self.id].set(self.mem.free_count() as u64);
+        let rings: usize = self.ports.iter().map(|(_, p)| p.in_rings()).sum();
+        self.umem_rings[self.id].set(rings as u64);
         let now = MonoClock.now();
         if let Ok(mut g) = self.mmu_stats.lock() {
             g[self.id] = self.sw.buffer().stats_json();

@@ -180,6 +180,10 @@ pub struct PortCounters {
     pub xdp_fill_ring_empty: Counter,
     pub xdp_tx_invalid: Counter,
     pub xdp_tx_ring_empty: Counter,
+    /// Frames the kernel discarded on transmit since the switch started (the interface's
+    /// `tx_dropped`, e.g. sent into a link that just went down): handed to the TX ring,
+    /// never on the wire.
+    pub kernel_tx_dropped: Counter,
     /// Set when the interface went away.
     pub down: Counter,
     /// Link transitions rtnetlink reported (`xoff run`'s control loop, `crate::ctl`): up to
@@ -204,6 +208,7 @@ impl PortCounters {
             xdp_fill_ring_empty: Counter::default(),
             xdp_tx_invalid: Counter::default(),
             xdp_tx_ring_empty: Counter::default(),
+            kernel_tx_dropped: Counter::default(),
             down: Counter::default(),
             link_down: Counter::default(),
             link_up: Counter::default(),
@@ -249,6 +254,7 @@ impl PortCounters {
                 tx_invalid_descs: self.xdp_tx_invalid.get(),
                 tx_ring_empty_descs: self.xdp_tx_ring_empty.get(),
             },
+            kernel_tx_dropped: self.kernel_tx_dropped.get(),
             queues: self
                 .queues
                 .iter()
@@ -285,6 +291,9 @@ pub struct PortSnapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_up: Option<u64>,
     pub xdp: XdpSnapshot,
+    /// Frames the kernel discarded on transmit (the interface's `tx_dropped` since start).
+    #[serde(default)]
+    pub kernel_tx_dropped: u64,
     pub queues: Vec<QueueSnapshot>,
 }
 
@@ -343,6 +352,28 @@ pub struct SwitchSnapshot {
     /// Commands external controllers could not write because their ring lane was full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub afc_ring_full: Option<u64>,
+    /// UMEM chunks of a running switch (AF_XDP ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umem: Option<UmemSnapshot>,
+}
+
+/// UMEM chunks: all of them, those the switch holds free (its workers' lists and the shared
+/// pool), and those its sockets lent the kernel (fill and RX rings, TX rings not yet
+/// completed); the rest are in queues, on emulated wires and in hand-off rings. An idle
+/// switch's `free + in_rings` is the same after any fault as before it: the leak check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct UmemSnapshot {
+    pub frames: u64,
+    pub free: u64,
+    #[serde(default)]
+    pub in_rings: u64,
+}
+
+impl UmemSnapshot {
+    /// Chunks not held by queues, wires or hand-offs: constant at idle unless chunks leak.
+    pub fn idle(&self) -> u64 {
+        self.free + self.in_rings
+    }
 }
 
 impl SwitchSnapshot {
@@ -388,6 +419,13 @@ impl SwitchSnapshot {
             for (r, n) in &p.drops {
                 let _ = writeln!(s, "{:<12}   drop {r}: {n}", "");
             }
+        }
+        if let Some(u) = self.umem {
+            let _ = writeln!(
+                s,
+                "umem: {} of {} chunks free, {} lent to the kernel",
+                u.free, u.frames, u.in_rings
+            );
         }
         s
     }

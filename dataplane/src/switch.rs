@@ -33,7 +33,12 @@ pub struct SwitchShared {
     pub counters: Vec<PortCounters>,
     /// The AFC unit: pause registers of every port's data queues, written only by commands.
     pub afc: Afc,
+    /// The port's socket is in service (cleared when its interface vanishes).
     pub up: Vec<AtomicBool>,
+    /// The port's link is up (carrier and admin state, from the control loop's link watch):
+    /// a port with its link down takes no packets and drops what it holds, counted, instead
+    /// of sending them into a dead interface where they would vanish uncounted.
+    pub carrier: Vec<AtomicBool>,
     /// State the schemes share between pipes (e.g. BFC's pause counters).
     pub schemes: crate::scheme::Shared,
     /// Every pipe's audit ledger (`crate::audit`), registered as the pipe is built.
@@ -51,6 +56,7 @@ impl SwitchShared {
                 .collect(),
             afc: Afc::new(spec.ports.iter().map(|p| p.queues)),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
+            carrier: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
             schemes: crate::scheme::Shared::new(&spec),
             ledgers: Default::default(),
             spec,
@@ -73,7 +79,12 @@ impl SwitchShared {
     }
 
     pub fn is_up(&self, p: usize) -> bool {
-        self.up[p].load(Ordering::Relaxed)
+        self.up[p].load(Ordering::Relaxed) && self.carrier[p].load(Ordering::Relaxed)
+    }
+
+    /// The link watch saw `p`'s link go down or come back up.
+    pub fn set_carrier(&self, p: usize, up: bool) {
+        self.carrier[p].store(up, Ordering::Relaxed);
     }
 
     /// Counters of all ports.
@@ -92,6 +103,7 @@ impl SwitchShared {
             afc_applied: self.afc.applied(),
             afc_refused: self.afc.refused(),
             afc_ring_full: None,
+            umem: None,
         }
     }
 }
@@ -341,6 +353,16 @@ impl Switch {
     /// shaper allow, and appends frames whose wire time has elapsed to `out.tx`.
     pub fn service<M: FrameMem>(&mut self, mem: &mut M, port: u16, now: u64, out: &mut Outputs) {
         let p = usize::from(port);
+        if !self.shared.is_up(p) {
+            // Link down: what the port holds is dropped and counted (PortDown), as a switch
+            // ASIC flushes a down port's queues.
+            if self.egress[p].as_ref().is_some_and(|e| {
+                e.qs.nonempty() != 0 || e.link.in_flight() > 0 || !e.qs.ctrl.is_empty()
+            }) {
+                self.flush_queue(mem, p, None, now, crate::stats::DropReason::PortDown);
+            }
+            return;
+        }
         let Some(eg) = self.egress[p].as_mut() else {
             return;
         };

@@ -209,6 +209,29 @@ fn families(s: &SwitchSnapshot) -> Families {
             n,
         );
     }
+    if let Some(u) = s.umem {
+        f.add(
+            "xoff_umem_frames",
+            false,
+            "UMEM chunks of the switch.",
+            l.clone(),
+            u.frames,
+        );
+        f.add(
+            "xoff_umem_free_frames",
+            false,
+            "UMEM chunks the switch holds free (idle value is constant: a leak check).",
+            l.clone(),
+            u.free,
+        );
+        f.add(
+            "xoff_umem_in_rings_frames",
+            false,
+            "UMEM chunks the sockets lent the kernel (fill, RX and uncompleted TX rings).",
+            l.clone(),
+            u.in_rings,
+        );
+    }
     if let Some(m) = &s.mmu {
         flatten(&mut f, "xoff_mmu", m, &l, "Shared-buffer MMU statistics.");
     }
@@ -510,6 +533,7 @@ mod tests {
                 port_down: None,
                 port_up: None,
                 xdp: XdpSnapshot::default(),
+                kernel_tx_dropped: 0,
                 queues: vec![QueueSnapshot {
                     enq_pkts: 1,
                     enq_bytes: 2,
@@ -533,6 +557,11 @@ mod tests {
             afc_applied: 11,
             afc_refused: 0,
             afc_ring_full: Some(0),
+            umem: Some(dataplane::stats::UmemSnapshot {
+                frames: 4096,
+                free: 4000,
+                in_rings: 64,
+            }),
         }
     }
 

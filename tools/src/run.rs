@@ -156,9 +156,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
                 let c = &shared.counters[ch.port];
                 if ch.went_down() {
                     c.link_down.add_shared(1);
+                    shared.set_carrier(ch.port, false);
                 }
                 if ch.came_up() {
                     c.link_up.add_shared(1);
+                    shared.set_carrier(ch.port, true);
                 }
             }
         }),

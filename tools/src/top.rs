@@ -349,6 +349,7 @@ mod tests {
                 port_down: None,
                 port_up: None,
                 xdp: XdpSnapshot::default(),
+                kernel_tx_dropped: 0,
                 queues: vec![q(0), q(depth)],
             }],
             mmu: None,
@@ -356,6 +357,7 @@ mod tests {
             afc_applied: 0,
             afc_refused: 0,
             afc_ring_full: None,
+            umem: None,
         }
     }
 

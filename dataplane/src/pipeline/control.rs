@@ -154,7 +154,10 @@ impl Switch {
         }
         if queue.is_none() {
             if let Some(eg) = self.egress[port].as_mut() {
+                let before = dropped.len();
                 dropped.extend(eg.link.drain().map(|f| f.frame));
+                self.ledger
+                    .wire_dropped(port as u16, (dropped.len() - before) as u64);
             }
         }
         for frame in dropped {

@@ -326,6 +326,15 @@ pub fn open_ports(
     Ok((ports, mem))
 }
 
+impl XskPort {
+    /// Chunks the kernel holds for this socket: in the fill ring (or its RX ring, not yet
+    /// read) and in the TX ring not yet completed. With the switch's free chunks this adds
+    /// up to a constant at idle: the UMEM leak check.
+    pub fn in_rings(&self) -> usize {
+        self.in_fill + self.in_tx
+    }
+}
+
 impl PortIo for XskPort {
     fn rx_burst(&mut self, out: &mut Vec<(FrameId, u32)>, max: usize) -> usize {
         let n = max.min(self.buf.len());
