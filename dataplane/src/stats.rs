@@ -274,6 +274,10 @@ impl PortCounters {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// A point-in-time copy of a port's counters, as `xoff ctl stats --json` prints it.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct PortSnapshot {
@@ -291,8 +295,9 @@ pub struct PortSnapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_up: Option<u64>,
     pub xdp: XdpSnapshot,
-    /// Frames the kernel discarded on transmit (the interface's `tx_dropped` since start).
-    #[serde(default)]
+    /// Frames the kernel discarded on transmit (the interface's `tx_dropped` since start);
+    /// left out of the JSON while 0 (always, in virtual time).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub kernel_tx_dropped: u64,
     pub queues: Vec<QueueSnapshot>,
 }
