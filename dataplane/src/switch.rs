@@ -35,6 +35,8 @@ pub struct SwitchShared {
     pub up: Vec<AtomicBool>,
     /// State the schemes share between pipes (e.g. BFC's pause counters).
     pub schemes: crate::scheme::Shared,
+    /// Packet taps (`xoff ctl tap`), looked at by each port's worker once per burst.
+    pub taps: Arc<crate::tap::Taps>,
 }
 
 impl SwitchShared {
@@ -49,6 +51,7 @@ impl SwitchShared {
             afc: Afc::new(spec.ports.iter().map(|p| p.queues)),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
             schemes: crate::scheme::Shared::new(&spec),
+            taps: Arc::new(crate::tap::Taps::new(&spec)),
             spec,
         })
     }
