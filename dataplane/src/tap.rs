@@ -574,7 +574,9 @@ pub fn capture(
     let v: serde_json::Value =
         serde_json::from_str(&line).map_err(|e| TapError::Protocol(e.to_string()))?;
     if let Some(e) = v.get("error") {
-        return Err(TapError::Refused(e.as_str().unwrap_or_default().to_string()));
+        return Err(TapError::Refused(
+            e.as_str().unwrap_or_default().to_string(),
+        ));
     }
     let st: TapStarted = serde_json::from_value(v.get("tap").cloned().unwrap_or_default())
         .map_err(|e| TapError::Protocol(e.to_string()))?;
@@ -632,7 +634,9 @@ pub fn capture(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e.into()),
         }
@@ -698,7 +702,9 @@ mod tests {
         let t = taps(2);
         assert!(t.session(0).is_none());
         let (s, line) = TapStream::open(&t, &req("p1", TapDir::Rx, 0, 4)).unwrap();
-        assert!(String::from_utf8(line).unwrap().contains("\"iface\":\"veth0\""));
+        assert!(String::from_utf8(line)
+            .unwrap()
+            .contains("\"iface\":\"veth0\""));
         assert!(t.session(0).is_some() && t.session(1).is_none());
         assert!(TapStream::open(&t, &req("0", TapDir::Tx, 0, 4)).is_err());
         assert!(TapStream::open(&t, &req("p9", TapDir::Tx, 0, 4)).is_err());
@@ -725,14 +731,20 @@ mod tests {
         s.on_tx(f[..2].iter().map(|v| &v[..]), rx, tx);
         tx += 2;
         st.request_stop();
-        assert!(!st.pump(&mut out, usize::MAX), "the worker has not looked yet");
+        assert!(
+            !st.pump(&mut out, usize::MAX),
+            "the worker has not looked yet"
+        );
         s.on_rx(std::iter::empty(), rx, tx); // next look closes the window
         assert!(st.pump(&mut out, usize::MAX));
         let (frames, sum) = decode(&out);
         assert_eq!(frames.len(), 5);
         assert_eq!(frames[0], (false, f[0].clone()));
         assert_eq!(frames[3], (true, f[0].clone()));
-        assert_eq!((sum.rx_start, sum.rx_end, sum.tx_start, sum.tx_end), (100, 105, 50, 52));
+        assert_eq!(
+            (sum.rx_start, sum.rx_end, sum.tx_start, sum.tx_end),
+            (100, 105, 50, 52)
+        );
         assert_eq!((sum.seen_rx, sum.seen_tx), (5, 2));
         assert_eq!((sum.captured, sum.over_budget), (5, 2));
         assert!(sum.complete);
@@ -752,7 +764,10 @@ mod tests {
         assert!(st.pump(&mut out, usize::MAX));
         let (frames, sum) = decode(&out);
         assert_eq!(frames.len(), 3);
-        assert_eq!((sum.tx_start, sum.tx_end, sum.seen_tx, sum.seen_rx), (20, 23, 3, 0));
+        assert_eq!(
+            (sum.tx_start, sum.tx_end, sum.seen_tx, sum.seen_rx),
+            (20, 23, 3, 0)
+        );
         assert_eq!((sum.rx_start, sum.rx_end), (10, 15));
     }
 
@@ -766,6 +781,10 @@ mod tests {
         s.on_rx(f.iter().map(|v| &v[..]), 0, 0);
         let mut out = Vec::new();
         st.pump(&mut out, 1);
-        assert_eq!(out.len(), RECORD_HEADER + 100, "one record, then the room is used");
+        assert_eq!(
+            out.len(),
+            RECORD_HEADER + 100,
+            "one record, then the room is used"
+        );
     }
 }
