@@ -146,7 +146,7 @@ function sig.dissector(buf, pinfo, tree)
             local b = buf(4 + math.floor(q / 8), 1):uint()
             if bit.band(b, bit.lshift(1, q % 8)) ~= 0 then qs[#qs + 1] = tostring(q) end
         end
-        local s = table.concat(qs, ",")
+        local s = (#qs > 0) and table.concat(qs, ",") or "none"
         t:add(f_paused, buf(4, 16), s)
         pinfo.cols.info = string.format("BITMAP of %d queues, paused {%s}", count, s)
     elseif ty == 0x10 or ty == 0x11 then

@@ -3,15 +3,17 @@
 //! codecs (`flowctl::wire`, `flowctl::pyrrha::wire`) read from the same bytes.
 //!
 //! * `emitted_frames_every_type_every_field`: one frame of every type, emitted by the Rust
-//!   codecs into a pcap (no root). This is the only source of the types no chain topology
-//!   provokes on real frames: 802.3x PAUSE (Xoff sends PFC; it only honours PAUSE), Pyrrha
-//!   MERGE (needs a false-positive root found upstream of a real one), Proteus feedback and
-//!   the version-2 shim (Proteus runs in virtual time only: no real-frame topology sets
-//!   `lb = "proteus"`).
+//!   codecs into a pcap (no root). This is the only source of the two types no running
+//!   switch here sends: 802.3x PAUSE (Xoff sends PFC; it only honours PAUSE) and Pyrrha
+//!   MERGE (sent when a root turns out to be a false positive below a real one, which a
+//!   two-switch chain cannot stage).
 //! * `captured_frames_from_running_switches` (root): `xoff ctl tap` on s1's uplink of
 //!   `chain-pfc`, `chain-bfc`, `chain-aquarius` and `chain-pyrrha` while two UDP flows
 //!   congest s2; every captured frame is checked the same way, and each run must show the
-//!   frame types its scheme sends.
+//!   frame types its scheme sends (PFC; shim v1, BFC PAUSE/RESUME/BITMAP; Aquarius FLOW
+//!   PAUSE/RESUME; Pyrrha PAUSE/RESUME).
+//! * `captured_proteus_frames_from_a_leaf_spine` (root): the version-2 shim and Proteus
+//!   feedback, tapped on a leaf's uplinks of `leafspine.toml` run with `lb = "proteus"`.
 
 mod common;
 
@@ -195,7 +197,12 @@ fn signal(f: &[u8], m: &mut BTreeMap<&'static str, Val>) -> Kind {
                 .filter(|q| bits >> q & 1 == 1)
                 .map(|q: u32| q.to_string())
                 .collect();
-            m.insert("xoffsig.paused", Val::S(qs.join(",")));
+            let paused = if qs.is_empty() {
+                "none".into()
+            } else {
+                qs.join(",")
+            };
+            m.insert("xoffsig.paused", Val::S(paused));
             "BFC BITMAP"
         }
         Signal::FlowPause { queue, fid } | Signal::FlowResume { queue, fid } => {
@@ -561,7 +568,7 @@ fn captured_frames_from_running_switches() {
             "db",
             "400M",
             &[][..],
-            &["shim v1", "BFC PAUSE", "BFC RESUME"][..],
+            &["shim v1", "BFC PAUSE", "BFC RESUME", "BFC BITMAP"][..],
         ),
         (
             "chain-aquarius.toml",
@@ -590,4 +597,61 @@ fn captured_frames_from_running_switches() {
         }
     }
     eprintln!("all captured frames: {all:?}");
+}
+
+/// Proteus on real frames: `leafspine.toml` with `lb = "proteus"` on every switch; h11 sends
+/// to h21 across the spines while both of leaf1's uplinks are tapped: data leaves with the
+/// version-2 shim, and leaf2's feedback comes back to leaf1 (relayed by a spine).
+#[test]
+fn captured_proteus_frames_from_a_leaf_spine() {
+    let _g = serial();
+    let text = std::fs::read_to_string(repo().join("deploy/topologies/leafspine.toml")).unwrap();
+    let text = text.replace("[[switch]]\n", "[[switch]]\nlb = \"proteus\"\n");
+    assert_eq!(text.matches("lb = \"proteus\"").count(), 5, "five switches");
+    let bed = Bed::up_text(&text, "dq");
+    assert!(bed.ping("h11", "10.0.2.1"), "h11 reaches h21");
+    bed.iperf_server("h21");
+    let taps: Vec<_> = ["up1", "up2"]
+        .iter()
+        .map(|port| {
+            let pcap = std::env::temp_dir().join(format!("{}-{port}.pcap", bed.name));
+            let c = Command::new(xoff())
+                .args(["ctl", "--testbed", &bed.name, "--switch", "leaf1", "tap"])
+                .args(["--port", port, "--dir", "both", "--duration", "3", "--out"])
+                .arg(&pcap)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("xoff ctl tap");
+            (pcap, c)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // MSS 1400: a full-size frame plus the 16-byte version-2 shim is longer than a veth
+    // carries (1500 + 14 + 4 bytes), so full-size TCP does not get through Proteus switches
+    // on veths (measured: 0.0 Mbit/s with the default MSS, ~400 with 1400; reported to the
+    // lead as an issue-18 finding, not this test's subject).
+    let v = bed.iperf("h11", &["-c", "10.0.2.1", "-t", "2", "-M", "1400"]);
+    // Not asserted: the rate is not what this test is about (the frames are).
+    eprintln!(
+        "iperf3 h11 -> h21 through Proteus: {:.1} Mbit/s",
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    );
+    let mut all = BTreeMap::new();
+    for (pcap, c) in taps {
+        let out = c.wait_with_output().expect("tap");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "tap: {said}");
+        eprintln!("leaf1: {}", said.trim());
+        for (k, n) in check_pcap(&pcap) {
+            *all.entry(k).or_insert(0) += n;
+        }
+        let _ = std::fs::remove_file(&pcap);
+    }
+    eprintln!("leaf-spine Proteus: frames checked field by field: {all:?}");
+    for k in ["shim v2 (Proteus)", "Proteus FEEDBACK"] {
+        assert!(all.contains_key(k), "no {k} captured: {all:?}");
+    }
 }
