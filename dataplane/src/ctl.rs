@@ -13,6 +13,11 @@
 //! wait for it; a connection silent for [`Limits::idle`] is closed. The same loop watches link
 //! state through an rtnetlink socket ([`LinkWatch`]), so a port going down, up or vanishing is
 //! seen the moment the kernel says so rather than by a failing send.
+//!
+//! A `tap` request ([`crate::tap`], served when the loop is given the switch's taps by
+//! [`serve_with_taps`]) turns its connection into a stream of the port's frames until the
+//! client half-closes it or the requested count is reached; such a connection is exempt from
+//! the idle limit, and the loop wakes every [`TAP_TICK`] while one is open to move frames.
 
 use crate::stats::SwitchSnapshot;
 use mio::net::{UnixListener, UnixStream as MioStream};
@@ -205,12 +210,36 @@ pub fn serve(
     serve_with(path, Limits::default(), None, handle)
 }
 
+/// How often the loop moves tapped frames to their clients while a tap is open.
+pub const TAP_TICK: Duration = Duration::from_millis(2);
+
+/// [`serve_with`], also answering `tap` requests on the switch's `taps`.
+pub fn serve_with_taps(
+    path: &Path,
+    limits: Limits,
+    links: Option<LinkWatch>,
+    taps: Arc<crate::tap::Taps>,
+    handle: impl FnMut(Request) -> Response + Send + 'static,
+) -> io::Result<Server> {
+    serve_inner(path, limits, links, Some(taps), handle)
+}
+
 /// Serves requests on `path` within `limits`, watching `links` on the same loop. Raises the
 /// process's soft open-file limit to its hard limit (`port::sys::raise_nofile`).
 pub fn serve_with(
     path: &Path,
     limits: Limits,
     links: Option<LinkWatch>,
+    handle: impl FnMut(Request) -> Response + Send + 'static,
+) -> io::Result<Server> {
+    serve_inner(path, limits, links, None, handle)
+}
+
+fn serve_inner(
+    path: &Path,
+    limits: Limits,
+    links: Option<LinkWatch>,
+    taps: Option<Arc<crate::tap::Taps>>,
     handle: impl FnMut(Request) -> Response + Send + 'static,
 ) -> io::Result<Server> {
     // Room for `max_conns` clients besides the switch's own sockets.
@@ -233,6 +262,8 @@ pub fn serve_with(
         handle: Box::new(handle),
         stop: stop.clone(),
         accept_paused: false,
+        taps,
+        tapping: 0,
     };
     lp.register()?;
     let thread = std::thread::Builder::new()
@@ -287,6 +318,8 @@ struct Conn {
     /// The peer will send no more (EOF) or the connection is being closed after an error:
     /// nothing more is read; the connection closes once its answers are written.
     closing: bool,
+    /// A tap streaming on this connection (`crate::tap`).
+    tap: Option<crate::tap::TapStream>,
 }
 
 struct Loop {
@@ -302,6 +335,10 @@ struct Loop {
     /// `accept` failed (e.g. out of file descriptors): retried at the next sweep rather than
     /// spinning on a listener that stays readable.
     accept_paused: bool,
+    /// The switch's taps, if this server answers `tap` requests.
+    taps: Option<Arc<crate::tap::Taps>>,
+    /// Connections with an open tap.
+    tapping: usize,
 }
 
 impl Loop {
@@ -326,7 +363,10 @@ impl Loop {
             .max(Duration::from_millis(1));
         let mut next_sweep = Instant::now() + sweep_every;
         while !self.stop.load(Ordering::Acquire) {
-            let timeout = next_sweep.saturating_duration_since(Instant::now());
+            let mut timeout = next_sweep.saturating_duration_since(Instant::now());
+            if self.tapping > 0 {
+                timeout = timeout.min(TAP_TICK);
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -345,6 +385,9 @@ impl Loop {
                     }
                     Token(t) => self.pump(t - FIRST_CONN),
                 }
+            }
+            if self.tapping > 0 {
+                self.pump_taps();
             }
             if Instant::now() >= next_sweep {
                 self.sweep();
@@ -394,6 +437,7 @@ impl Loop {
                 sent: 0,
                 last: Instant::now(),
                 closing: false,
+                tap: None,
             });
             self.live += 1;
             self.pump(slot);
@@ -409,6 +453,7 @@ impl Loop {
         };
         let limits = &self.limits;
         let handle = &mut self.handle;
+        let had_tap = c.tap.is_some();
         let mut buf = [0u8; READ_CHUNK];
         let keep = loop {
             match flush(c) {
@@ -417,6 +462,17 @@ impl Loop {
             }
             if c.out.len() - c.sent > limits.max_pending {
                 break true; // wait for the client to read; WRITABLE brings us back
+            }
+            if let Some(t) = &mut c.tap {
+                let room = limits.max_pending - (c.out.len() - c.sent);
+                let before = c.out.len();
+                if t.pump(&mut c.out, room) {
+                    c.tap = None;
+                    c.closing = true;
+                }
+                if c.out.len() > before {
+                    continue;
+                }
             }
             if let Some(i) = c.inbuf.iter().position(|&b| b == b'\n') {
                 if i > limits.max_request {
@@ -428,6 +484,23 @@ impl Loop {
                 if line.last() == Some(&b'\r') {
                     line.pop();
                 }
+                if let Some(t) = &mut c.tap {
+                    // A tapping connection reads only `stop`; it writes nothing but frames.
+                    if line.trim_ascii() == b"stop" {
+                        t.request_stop();
+                    }
+                    continue;
+                }
+                if let Some(tap) = tap_request(&self.taps, &line) {
+                    match tap {
+                        Ok((t, first)) => {
+                            c.out.extend_from_slice(&first);
+                            c.tap = Some(t);
+                        }
+                        Err(e) => c.out.extend_from_slice(&error_line(&e)),
+                    }
+                    continue;
+                }
                 answer(c, handle, &line);
                 continue;
             }
@@ -436,6 +509,10 @@ impl Loop {
                 continue;
             }
             if c.closing {
+                if let Some(t) = &mut c.tap {
+                    t.request_stop();
+                    break true; // the tick brings the rest of the window
+                }
                 if c.sent == c.out.len() {
                     break false;
                 }
@@ -460,8 +537,25 @@ impl Loop {
                 Err(_) => break false,
             }
         };
+        let has_tap = matches!(&self.conns[slot], Some(c) if c.tap.is_some());
         if !keep {
-            self.close(slot);
+            self.close(slot); // drops a tap still open: it detaches
+        }
+        let has_tap = has_tap && keep;
+        match (had_tap, has_tap) {
+            (false, true) => self.tapping += 1,
+            (true, false) => self.tapping -= 1,
+            _ => {}
+        }
+    }
+
+    /// Moves tapped frames on every connection with an open tap.
+    fn pump_taps(&mut self) {
+        let open: Vec<usize> = (0..self.conns.len())
+            .filter(|&i| matches!(&self.conns[i], Some(c) if c.tap.is_some()))
+            .collect();
+        for i in open {
+            self.pump(i);
         }
     }
 
@@ -483,7 +577,7 @@ impl Loop {
             .enumerate()
             .filter_map(|(i, c)| {
                 c.as_ref()
-                    .filter(|c| now.duration_since(c.last) > idle)
+                    .filter(|c| c.tap.is_none() && now.duration_since(c.last) > idle)
                     .map(|_| i)
             })
             .collect();
@@ -534,6 +628,19 @@ fn answer(c: &mut Conn, handle: &mut Box<dyn FnMut(Request) -> Response + Send>,
     let mut s = serde_json::to_string(&resp).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');
     c.out.extend_from_slice(s.as_bytes());
+}
+
+/// A `tap` line opens a tap when the server has taps; `None` if the line is no tap request.
+#[allow(clippy::type_complexity)]
+fn tap_request(
+    taps: &Option<Arc<crate::tap::Taps>>,
+    line: &[u8],
+) -> Option<Result<(crate::tap::TapStream, Vec<u8>), String>> {
+    let req = crate::tap::TapRequest::parse(std::str::from_utf8(line).ok()?)?;
+    let Some(taps) = taps else {
+        return Some(Err("this server has no taps".into()));
+    };
+    Some(req.and_then(|r| crate::tap::TapStream::open(taps, &r)))
 }
 
 fn error_line(msg: &str) -> Vec<u8> {

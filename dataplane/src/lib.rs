@@ -24,6 +24,8 @@ pub mod runtime;
 pub mod scheme;
 pub mod stats;
 pub mod switch;
+// issue 22 item 2: pcap taps through the control socket.
+pub mod tap;
 pub mod units;
 pub mod wire;
 pub mod workload;

@@ -176,6 +176,12 @@ impl Mailbox {
     }
 }
 
+/// The `len` bytes of frame `f` (a tap's copy source).
+fn frame_bytes<M: FrameMem>(mem: &M, f: FrameId, len: u32) -> &[u8] {
+    let d = mem.data(f);
+    &d[..(len as usize).min(d.len())]
+}
+
 /// Slots of each worker's hand-off ring.
 pub const HANDOFF_RING: usize = 8192;
 
@@ -384,6 +390,13 @@ impl Worker {
                 let got = port.rx_burst(&mut rx, self.batch);
                 backlog |= got == self.batch;
                 work += got;
+                // A tap on this port sees the burst as received (`crate::tap`).
+                if let Some(t) = self.sw.shared.taps.session(usize::from(*pid)) {
+                    let c = &self.sw.shared.counters[usize::from(*pid)];
+                    let mem = &self.mem;
+                    let frames = rx.iter().map(|&(f, len)| frame_bytes(mem, f, len));
+                    t.on_rx(frames, c.rx_pkts.get(), c.tx_pkts.get());
+                }
                 for &(f, len) in &rx {
                     self.sw.receive(&mut self.mem, *pid, f, len, now, &mut out);
                 }
@@ -416,6 +429,11 @@ impl Worker {
                 if !pend.is_empty() {
                     let k = port.tx_burst(pend);
                     let c = &self.sw.shared.counters[usize::from(*pid)];
+                    if let Some(t) = self.sw.shared.taps.session(usize::from(*pid)) {
+                        let mem = &self.mem;
+                        let frames = pend[..k].iter().map(|&(f, len)| frame_bytes(mem, f, len));
+                        t.on_tx(frames, c.rx_pkts.get(), c.tx_pkts.get());
+                    }
                     c.tx_pkts.add(k as u64);
                     c.tx_bytes
                         .add(pend[..k].iter().map(|&(_, l)| u64::from(l)).sum());

@@ -43,6 +43,8 @@ pub struct SwitchShared {
     pub schemes: crate::scheme::Shared,
     /// Every pipe's audit ledger (`crate::audit`), registered as the pipe is built.
     ledgers: std::sync::Mutex<Vec<Arc<Ledger>>>,
+    /// Packet taps (`xoff ctl tap`), looked at by each port's worker once per burst.
+    pub taps: Arc<crate::tap::Taps>,
 }
 
 impl SwitchShared {
@@ -59,6 +61,7 @@ impl SwitchShared {
             carrier: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
             schemes: crate::scheme::Shared::new(&spec),
             ledgers: Default::default(),
+            taps: Arc::new(crate::tap::Taps::new(&spec)),
             spec,
         })
     }

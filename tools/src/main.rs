@@ -13,6 +13,7 @@ mod plot;
 mod repro;
 mod run;
 mod sim;
+mod tap;
 mod top;
 
 use anyhow::{bail, Context, Result};
@@ -132,6 +133,11 @@ enum CtlCmd {
         #[arg(long)]
         queue: usize,
     },
+    /// Mirror a port's frames (as received / as transmitted, shim included) to a pcap file.
+    #[command(
+        after_help = "Example:\n  xoff ctl --switch s1 --testbed single tap --port p1 --dir both --duration 5 --out p1.pcap\n  xoff ctl --switch s1 --testbed single tap --port p1 --out - | wireshark -k -i -"
+    )]
+    Tap(tap::TapArgs),
 }
 
 #[derive(Subcommand)]
@@ -267,6 +273,7 @@ fn ctl_cmd(a: CtlArgs) -> Result<i32> {
         (None, None) => ctl::default_socket(&a.switch),
     };
     let req = match a.cmd {
+        CtlCmd::Tap(t) => return tap::run(&path, &a.switch, t),
         CtlCmd::Stats { .. } => Request::Stats,
         CtlCmd::Audit { .. } => Request::Audit,
         CtlCmd::Pause { port, queue } => Request::Pause { port, queue },

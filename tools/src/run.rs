@@ -165,10 +165,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
             }
         }),
     };
-    ctl::serve_with(
+    ctl::serve_with_taps(
         &sock,
         ctl::Limits::default(),
         Some(links),
+        running.shared.taps.clone(),
         move |req| match req {
             Request::Stats => {
                 let mut s = r2.snapshot();
