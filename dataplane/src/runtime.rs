@@ -8,6 +8,7 @@
 use crate::clock::{Clock, MonoClock};
 use crate::config::SwitchSpec;
 use crate::frame::{FrameId, FrameMem};
+use crate::nicstats::{sum_xdp, NicCounters, PortNic, QueueCounters, WorkerCounters};
 use crate::port::bpf::XdpMode;
 use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
@@ -76,7 +77,9 @@ pub enum RunError {
 /// UMEM chunks needed for `spec`: every ring full, plus as many packets as the buffer can
 /// hold at one 256-byte cell each, plus what the emulated wires hold.
 pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
-    let rings = spec.ports.len() as u64 * u64::from(xsk::RING) * 2;
+    // Each RX queue's socket has its own RX and fill rings (issue 23 item 4).
+    let sockets: u64 = spec.ports.iter().map(|p| u64::from(p.queues_rx)).sum();
+    let rings = sockets * u64::from(xsk::RING) * 2;
     let buffer = match &spec.buffer {
         Some(b) => b.buffer_bytes,
         None => spec
@@ -104,6 +107,8 @@ pub struct Running {
     pub headroom: Option<Vec<mmu::HeadroomRow>>,
     pub started: Instant,
     pub modes: Vec<(String, XdpMode)>,
+    /// Sockets, RX queues and workers (issue 23 item 4).
+    pub nic: Arc<NicCounters>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -144,6 +149,14 @@ impl Running {
             self.fc_stats.lock().ok().and_then(|g| {
                 crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())
             });
+        let names: Vec<String> = self
+            .shared
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        snap.nic = Some(self.nic.snapshot(&names));
         snap
     }
 }
@@ -232,11 +245,20 @@ impl Handoffs {
     }
 }
 
+/// One AF_XDP socket a worker holds: RX queue `port.queue` of port `pid`, and the port's TX
+/// ring if this worker owns the port's egress (`tx`).
+struct Sock {
+    pid: u16,
+    tx: bool,
+    port: XskPort,
+    /// Frames waiting for room in the TX ring (`tx` sockets only).
+    pending: Vec<(FrameId, u32)>,
+}
+
 struct Worker {
     id: usize,
     sw: Switch,
-    ports: Vec<(u16, XskPort)>,
-    pending: Vec<Vec<(FrameId, u32)>>,
+    socks: Vec<Sock>,
     mem: UmemMem,
     boxes: Arc<Handoffs>,
     owner: Vec<u16>,
@@ -247,29 +269,99 @@ struct Worker {
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     afc: Option<Arc<crate::port::shm::AfcShm>>,
+    nic: Arc<NicCounters>,
+}
+
+/// The worker holding RX queue `queue` of a port whose egress worker `owner` owns: queue 0
+/// stays with the owner (it transmits through that socket), the others go round the workers
+/// from there, so RSS spreads a port's flows over every worker.
+pub fn queue_worker(owner: usize, queue: u32, workers: usize) -> usize {
+    (owner + queue as usize) % workers.max(1)
 }
 
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
+///
+/// Each port's egress (queues, shaper, TX ring) belongs to one worker; with `queues_rx` > 1
+/// its RX queues spread over the workers ([`queue_worker`]). A frame read on any queue runs
+/// the ingress pipeline on the worker that read it and reaches the egress owner through the
+/// hand-off rings like any frame for another worker's port, so each TX ring has one
+/// producer: the owner, through queue 0's socket. The other sockets' TX rings stay unused.
 pub fn start(
     spec: SwitchSpec,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<Running, RunError> {
     let nports = spec.ports.len();
-    let workers = opts.workers.clamp(1, nports.max(1));
+    let sockets: usize = spec.ports.iter().map(|p| p.queues_rx as usize).sum();
+    // More workers than ports is useful only when RX queues give them something to read.
+    let workers = opts.workers.clamp(1, nports.max(sockets).max(1));
     let owner: Vec<u16> = (0..nports).map(|p| (p % workers) as u16).collect();
     let frames = opts.umem_frames.unwrap_or_else(|| umem_frames_for(&spec));
-    let ifaces: Vec<String> = spec.ports.iter().map(|p| p.iface.clone()).collect();
-    let (ports, mut mem) = xsk::open_ports(&ifaces, frames, opts.xdp_mode)?;
-    let modes = ports.iter().map(|p| (p.iface.clone(), p.mode)).collect();
+    let want: Vec<xsk::PortOpen> = spec
+        .ports
+        .iter()
+        .map(|p| xsk::PortOpen {
+            iface: p.iface.clone(),
+            queues: p.queues_rx,
+            bind: p.xdp_bind,
+        })
+        .collect();
+    let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
+    if let Some(why) = &open.zerocopy_fallback {
+        tracing::warn!(switch = %spec.name, "zero-copy bind failed, every port runs in copy mode: {why}");
+    }
+    if let Some(why) = &open.hugepage_fallback {
+        tracing::warn!(switch = %spec.name, "UMEM without huge pages: {why}");
+    }
+    for w in &want {
+        if let Some(have) = xsk::rx_queue_count(&w.iface).filter(|&h| h > w.queues) {
+            tracing::warn!(iface = %w.iface, "{have} RX queues but queues_rx = {}: frames RSS puts on the others reach the kernel, not the switch (ethtool -L {} combined {})", w.queues, w.iface, w.queues);
+        }
+    }
+    let modes = ports
+        .iter()
+        .map(|q| (q[0].iface.clone(), q[0].mode))
+        .collect();
+    let nic = Arc::new(NicCounters {
+        ports: ports
+            .iter()
+            .zip(&spec.ports)
+            .enumerate()
+            .map(|(i, (q, p))| PortNic {
+                iface: p.iface.clone(),
+                attach: match q[0].mode {
+                    XdpMode::Native => "native",
+                    XdpMode::Generic => "generic",
+                },
+                requested: p.xdp_bind,
+                queues: q
+                    .iter()
+                    .map(|s| {
+                        let w = queue_worker(usize::from(owner[i]), s.queue, workers);
+                        (w, QueueCounters::default())
+                    })
+                    .collect(),
+            })
+            .collect(),
+        workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
+        open,
+    });
     let shared = SwitchShared::new(spec);
     let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
     let fc_stats = Arc::new(Mutex::new(vec![None; workers]));
-    let mut per: Vec<Vec<(u16, XskPort)>> = (0..workers).map(|_| Vec::new()).collect();
-    for (i, p) in ports.into_iter().enumerate() {
-        per[usize::from(owner[i])].push((i as u16, p));
+    let mut per: Vec<Vec<Sock>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, qs) in ports.into_iter().enumerate() {
+        for port in qs {
+            let w = nic.ports[i].queues[port.queue as usize].0;
+            per[w].push(Sock {
+                pid: i as u16,
+                tx: port.queue == 0,
+                port,
+                pending: Vec::new(),
+            });
+        }
     }
     let mut pipes = Vec::new();
     for w in 0..workers {
@@ -284,7 +376,7 @@ pub fn start(
     // Spread the free chunks evenly over the workers.
     let share = mem.free_count() / workers;
     let mut threads = Vec::new();
-    for (w, (sw, ports)) in pipes.into_iter().zip(per).enumerate() {
+    for (w, (sw, socks)) in pipes.into_iter().zip(per).enumerate() {
         let mut wm = mem.handle();
         wm.give_free(if w + 1 == workers {
             mem.take_free(usize::MAX)
@@ -293,9 +385,8 @@ pub fn start(
         });
         let mut worker = Worker {
             id: w,
-            pending: ports.iter().map(|_| Vec::new()).collect(),
             sw,
-            ports,
+            socks,
             mem: wm,
             boxes: boxes.clone(),
             owner: owner.clone(),
@@ -306,6 +397,7 @@ pub fn start(
             mmu_stats: mmu_stats.clone(),
             fc_stats: fc_stats.clone(),
             afc: opts.afc.clone().filter(|_| w == 0),
+            nic: nic.clone(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -320,6 +412,7 @@ pub fn start(
         headroom,
         started: Instant::now(),
         modes,
+        nic,
         threads: Mutex::new(threads),
     })
 }
@@ -333,14 +426,17 @@ impl Worker {
         // Start of the current run of idle rounds (0: busy).
         let mut idle_since = 0u64;
         let mut last_house = Instant::now();
-        let free_hi = self.ports.len() * xsk::RING as usize * 2 + 4096;
+        let free_hi = self.socks.len() * xsk::RING as usize * 2 + 4096;
+        let nic = self.nic.clone();
+        let wc = &nic.workers[self.id];
         // Publish statistics before the first frame, so a control request never finds none.
         self.housekeeping();
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock.now();
             let mut work = 0usize;
             let mut backlog = false;
-            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
+            for s in self.socks.iter_mut() {
+                let port = &mut s.port;
                 comp.clear();
                 port.completions(&mut comp);
                 self.mem.give_free(comp.iter().copied());
@@ -351,14 +447,27 @@ impl Worker {
                 let got = port.rx_burst(&mut rx, self.batch);
                 backlog |= got == self.batch;
                 work += got;
-                for &(f, len) in &rx {
-                    self.sw.receive(&mut self.mem, *pid, f, len, now, &mut out);
+                if got > 0 {
+                    let bytes: u64 = rx.iter().map(|&(_, l)| u64::from(l)).sum();
+                    let qc = &nic.ports[usize::from(s.pid)].queues[port.queue as usize].1;
+                    qc.rx_pkts.add(got as u64);
+                    qc.rx_bytes.add(bytes);
+                    wc.rx_pkts.add(got as u64);
+                    wc.rx_bytes.add(bytes);
                 }
-                let _ = i;
+                for &(f, len) in &rx {
+                    self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
+                }
+                if got > 0 && !s.tx {
+                    // A pause or resume read here changes the shared AFC registers of a port
+                    // another worker serves: wake it if it sleeps, so it acts on them now.
+                    self.boxes.boxes[usize::from(self.owner[usize::from(s.pid)])].kick();
+                }
             }
             self.hand_off(&mut out);
             while let Some(h) = self.boxes.recv(self.id) {
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
+                wc.handoffs_in.add(1);
                 work += 1;
             }
             if let Some(a) = &self.afc {
@@ -366,34 +475,39 @@ impl Worker {
             }
             self.sw.set_rx_backlog(backlog);
             let mut dead = Vec::new();
-            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
-                let pend = &mut self.pending[i];
-                self.sw.service(&mut self.mem, *pid, now, &mut out);
-                pend.append(&mut out.tx);
-                if !pend.is_empty() {
-                    let k = port.tx_burst(pend);
-                    let c = &self.sw.shared.counters[usize::from(*pid)];
-                    c.tx_pkts.add(k as u64);
-                    c.tx_bytes
-                        .add(pend[..k].iter().map(|&(_, l)| u64::from(l)).sum());
-                    pend.drain(..k);
-                    work += k;
+            for (i, s) in self.socks.iter_mut().enumerate() {
+                if s.tx {
+                    let pend = &mut s.pending;
+                    self.sw.service(&mut self.mem, s.pid, now, &mut out);
+                    pend.append(&mut out.tx);
+                    if !pend.is_empty() {
+                        let k = s.port.tx_burst(pend);
+                        let bytes: u64 = pend[..k].iter().map(|&(_, l)| u64::from(l)).sum();
+                        let c = &self.sw.shared.counters[usize::from(s.pid)];
+                        c.tx_pkts.add(k as u64);
+                        c.tx_bytes.add(bytes);
+                        wc.tx_pkts.add(k as u64);
+                        wc.tx_bytes.add(bytes);
+                        pend.drain(..k);
+                        work += k;
+                    }
                 }
-                if !port.alive() {
+                if !s.port.alive() {
                     dead.push(i);
                 }
             }
             for i in dead.into_iter().rev() {
-                let (pid, port) = self.ports.remove(i);
-                let pend = self.pending.remove(i);
-                tracing::warn!(iface = %port.iface, "interface disappeared; port {pid} is down, the switch keeps running on the others");
-                self.sw.port_down(&mut self.mem, usize::from(pid), now);
-                for (f, _) in pend {
+                let s = self.socks.remove(i);
+                if s.tx {
+                    tracing::warn!(iface = %s.port.iface, "interface disappeared; port {} is down, the switch keeps running on the others", s.pid);
+                    self.sw.port_down(&mut self.mem, usize::from(s.pid), now);
+                }
+                for (f, _) in s.pending {
                     crate::frame::FrameMem::free(&mut self.mem, f);
                 }
                 // Frames in the dead port's rings are lost with it: the kernel frees its
                 // rings, and the chunks are simply never seen again.
-                drop(port);
+                drop(s.port);
             }
             // Flow-control timers (PFC refresh, watchdog) and control frames for other pipes.
             if self.sw.next_timer().is_some_and(|t| t <= now) {
@@ -438,21 +552,43 @@ impl Worker {
 
     /// Passes packets and control frames for other pipes' ports to their mailboxes.
     fn hand_off(&mut self, out: &mut Outputs) {
-        self.boxes
+        let n = out.handoff.len() as u64;
+        if n == 0 {
+            return;
+        }
+        let dropped = self
+            .boxes
             .send(&self.owner, &self.sw.shared, &mut self.mem, out);
+        // `send` reports the data packets a full mailbox refused; control frames it refused
+        // are counted on their port (`control_lost`), so this counts what was attempted less
+        // the refused data.
+        self.nic.workers[self.id].handoffs_out.add(n - dropped);
     }
 
     fn housekeeping(&mut self) {
-        for (pid, port) in &mut self.ports {
-            if let Some(s) = port.ring_stats() {
-                let c = &self.sw.shared.counters[usize::from(*pid)];
-                c.xdp_rx_dropped.set(s.rx_dropped);
-                c.xdp_rx_invalid.set(s.rx_invalid_descs);
-                c.xdp_rx_ring_full.set(s.rx_ring_full);
-                c.xdp_fill_ring_empty.set(s.rx_fill_ring_empty_descs);
-                c.xdp_tx_invalid.set(s.tx_invalid_descs);
-                c.xdp_tx_ring_empty.set(s.tx_ring_empty_descs);
+        for s in &mut self.socks {
+            if let Some(x) = s.port.ring_stats() {
+                self.nic.ports[usize::from(s.pid)].queues[s.port.queue as usize]
+                    .1
+                    .set_xdp(&x);
             }
+        }
+        // The port's owner (holding queue 0) publishes the port's ring statistics: the sum
+        // over its queues' sockets, whichever worker holds them.
+        for s in self.socks.iter().filter(|s| s.tx) {
+            let x = sum_xdp(
+                self.nic.ports[usize::from(s.pid)]
+                    .queues
+                    .iter()
+                    .map(|(_, q)| q.xdp()),
+            );
+            let c = &self.sw.shared.counters[usize::from(s.pid)];
+            c.xdp_rx_dropped.set(x.rx_dropped);
+            c.xdp_rx_invalid.set(x.rx_invalid_descs);
+            c.xdp_rx_ring_full.set(x.rx_ring_full);
+            c.xdp_fill_ring_empty.set(x.rx_fill_ring_empty_descs);
+            c.xdp_tx_invalid.set(x.tx_invalid_descs);
+            c.xdp_tx_ring_empty.set(x.tx_ring_empty_descs);
         }
         let now = MonoClock.now();
         if let Ok(mut g) = self.mmu_stats.lock() {
@@ -469,13 +605,13 @@ impl Worker {
         if self.afc.is_some() {
             wake_at = now + crate::port::shm::AfcShm::IDLE_POLL_PS;
         }
-        for (i, (pid, _)) in self.ports.iter().enumerate() {
-            if !self.pending[i].is_empty() {
+        for s in self.socks.iter().filter(|s| s.tx) {
+            if !s.pending.is_empty() {
                 wake_at = now + 20_000_000; // TX ring was full: retry soon
             }
             if let Some(t) = self
                 .sw
-                .next_wakeup(*pid, now)
+                .next_wakeup(s.pid, now)
                 .into_iter()
                 .chain(self.sw.next_timer())
                 .min()
@@ -492,7 +628,7 @@ impl Worker {
             mb.sleeping.store(false, Ordering::Release);
             return;
         }
-        let mut fds: Vec<i32> = self.ports.iter().filter_map(|(_, p)| p.poll_fd()).collect();
+        let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
         fds.push(mb.wake.fd());
         // Wake a little early: ppoll overshoots by tens of microseconds.
         wait_readable(

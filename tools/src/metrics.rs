@@ -533,6 +533,7 @@ mod tests {
             afc_applied: 11,
             afc_refused: 0,
             afc_ring_full: Some(0),
+            nic: None,
         }
     }
 

@@ -356,6 +356,7 @@ mod tests {
             afc_applied: 0,
             afc_refused: 0,
             afc_ring_full: None,
+            nic: None,
         }
     }
 
