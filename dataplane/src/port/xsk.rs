@@ -350,10 +350,22 @@ pub fn open_queues(
     };
     report.frames = frames;
     let mut huge = hugepages;
+    // Huge pages of a UMEM dropped after a failed zero-copy attempt come back only when the
+    // kernel's deferred release of its sockets has run (`xdp_umem_release_deferred`): the
+    // second mapping waits for them instead of falling back at once (seen here: 60 pages
+    // reserved, 53 needed, ENOMEM on the immediate retry).
+    let mut had_huge = false;
     let mut umem = || -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemMem), XskError> {
-        if huge {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while huge {
             match new_umem(frames, true) {
-                Ok(u) => return Ok(u),
+                Ok(u) => {
+                    had_huge = true;
+                    return Ok(u);
+                }
+                Err(_) if had_huge && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 Err(e) => {
                     report.hugepage_fallback = Some(format!(
                         "{e} (reserve huge pages: sysctl vm.nr_hugepages=N, N ≥ {})",
