@@ -215,6 +215,18 @@ impl Handoffs {
         mem: &mut M,
         out: &mut Outputs,
     ) -> u64 {
+        self.send_counted(owner, shared, mem, out, &mut 0)
+    }
+
+    /// As [`send`](Self::send), also adding the hand-offs the mailboxes took to `delivered`.
+    pub fn send_counted<M: FrameMem>(
+        &self,
+        owner: &[u16],
+        shared: &SwitchShared,
+        mem: &mut M,
+        out: &mut Outputs,
+        delivered: &mut u64,
+    ) -> u64 {
         let mut dropped = 0;
         for h in out.handoff.drain(..) {
             let dst = usize::from(owner[usize::from(h.port)]);
@@ -228,6 +240,7 @@ impl Handoffs {
                 }
                 mem.free(h.pkt.frame);
             } else {
+                *delivered += 1;
                 self.boxes[dst].kick();
             }
         }
@@ -552,17 +565,18 @@ impl Worker {
 
     /// Passes packets and control frames for other pipes' ports to their mailboxes.
     fn hand_off(&mut self, out: &mut Outputs) {
-        let n = out.handoff.len() as u64;
-        if n == 0 {
+        if out.handoff.is_empty() {
             return;
         }
-        let dropped = self
-            .boxes
-            .send(&self.owner, &self.sw.shared, &mut self.mem, out);
-        // `send` reports the data packets a full mailbox refused; control frames it refused
-        // are counted on their port (`control_lost`), so this counts what was attempted less
-        // the refused data.
-        self.nic.workers[self.id].handoffs_out.add(n - dropped);
+        let mut delivered = 0;
+        self.boxes.send_counted(
+            &self.owner,
+            &self.sw.shared,
+            &mut self.mem,
+            out,
+            &mut delivered,
+        );
+        self.nic.workers[self.id].handoffs_out.add(delivered);
     }
 
     fn housekeeping(&mut self) {
@@ -672,12 +686,32 @@ port = [{ name = "p1" }, { name = "p2" }]
                 ctrl,
             });
         }
-        assert_eq!(boxes.send(&[0, 1], &shared, &mut mem, &mut out), 1);
+        let mut delivered = 0;
+        assert_eq!(
+            boxes.send_counted(&[0, 1], &shared, &mut mem, &mut out, &mut delivered),
+            1
+        );
+        assert_eq!(delivered, 1, "one of three hand-offs fit the ring");
         let c = &shared.counters[1];
         assert_eq!(c.drops_of(DropReason::QueueFull), 1);
         assert_eq!(c.drops_of(DropReason::ControlLost), 1);
         assert_eq!((boxes.pending(1), boxes.pending(0)), (1, 0));
         assert_eq!(mem.available(), 3, "the two refused frames are freed");
         assert!(boxes.recv(1).is_some_and(|h| !h.ctrl));
+    }
+
+    /// Queue 0 stays with the port's owner (its TX socket); the others go round the workers,
+    /// so every worker reads a share of every multi-queue port.
+    #[test]
+    fn rx_queues_go_round_the_workers_from_the_owner() {
+        let of = |owner, w| {
+            (0..4)
+                .map(|q| queue_worker(owner, q, w))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of(0, 2), vec![0, 1, 0, 1]);
+        assert_eq!(of(1, 2), vec![1, 0, 1, 0]);
+        assert_eq!(of(2, 3), vec![2, 0, 1, 2]);
+        assert_eq!(of(0, 1), vec![0, 0, 0, 0]);
     }
 }

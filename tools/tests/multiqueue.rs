@@ -97,13 +97,13 @@ impl Drop for Lab {
     }
 }
 
-fn topology() -> String {
+fn topology(bind: &str) -> String {
     format!(
         r#"name = "mq"
 [[switch]]
 name = "s1"
 hugepages = true
-defaults = {{ rate = "1Gbit", queues_rx = 4, xdp_bind = "auto" }}
+defaults = {{ rate = "1Gbit", queues_rx = 4, xdp_bind = "{bind}" }}
 port = [{{ name = "p1" }}, {{ name = "p2" }}]
 [[host]]
 name = "h1"
@@ -123,16 +123,17 @@ b = "s1:p2"
     )
 }
 
-fn up(run_args: &[&str]) -> Lab {
+/// The namespaces and veths, and the switch's configuration with `xdp_bind = bind`.
+fn build(bind: &str) -> Lab {
     require_root();
     let tag = unique("mq");
-    let mut lab = Lab {
+    let lab = Lab {
         cfg: std::env::temp_dir().join(format!("{tag}.toml")),
         sock: std::env::temp_dir().join(format!("{tag}.sock")),
         tag,
         switch: None,
     };
-    std::fs::write(&lab.cfg, topology()).expect("write topology");
+    std::fs::write(&lab.cfg, topology(bind)).expect("write topology");
     for n in ["h1", "h2", "s1"] {
         let o = Command::new("ip")
             .args(["netns", "add", &lab.ns(n)])
@@ -182,8 +183,13 @@ fn up(run_args: &[&str]) -> Lab {
         );
         lab.ok("s1", &["ip", "link", "set", port, "up"]);
     }
-    let child = Command::new("ip")
-        .args(["netns", "exec", &s1, xoff(), "run", "--config"])
+    lab
+}
+
+/// `xoff run` of s1 with 2 workers, output to a pipe.
+fn spawn_switch(lab: &Lab, run_args: &[&str]) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &lab.ns("s1"), xoff(), "run", "--config"])
         .arg(&lab.cfg)
         .args(["--switch", "s1", "--workers", "2", "--afc", "none", "--ctl"])
         .arg(&lab.sock)
@@ -191,8 +197,13 @@ fn up(run_args: &[&str]) -> Lab {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("start xoff run");
-    lab.switch = Some(child);
+        .expect("start xoff run")
+}
+
+/// The lab with `xdp_bind = "auto"` and the switch running.
+fn up(run_args: &[&str]) -> Lab {
+    let mut lab = build("auto");
+    lab.switch = Some(spawn_switch(&lab, run_args));
     let t0 = Instant::now();
     while ctl::request(&lab.sock, &Request::Stats).is_err() {
         if let Some(st) = lab
@@ -253,6 +264,36 @@ fn multiqueue_veth_spreads_flows_over_workers_with_exact_counters() {
 fn multiqueue_veth_in_generic_xdp_mode() {
     let _g = serial();
     check(&up(&["--xdp-mode", "generic"]), "generic");
+}
+
+/// `xdp_bind = "zerocopy"` insists: on veth, which cannot bind zero-copy, the switch refuses
+/// to start and says why, instead of running in copy mode.
+#[test]
+fn forced_zerocopy_on_veth_refuses_to_start() {
+    let _g = serial();
+    let mut lab = build("zerocopy");
+    let mut child = spawn_switch(&lab, &[]);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for xoff run") {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            lab.switch = Some(child);
+            panic!("xoff run with xdp_bind = zerocopy on veth kept running");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    eprintln!("xoff run with xdp_bind = zerocopy: {err}");
+    assert!(!status.success(), "xoff run succeeded: {err}");
+    assert!(
+        err.contains("binding AF_XDP socket") && err.contains("queue 0"),
+        "no bind error in: {err}"
+    );
 }
 
 fn check(lab: &Lab, attach: &str) {

@@ -205,7 +205,10 @@ fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str, queue: u32) -> Result
                 }
                 return Err(XskError::Bind {
                     iface: iface.to_string(),
-                    msg: format!("queue {queue}: {e} ({:?})", std::error::Error::source(&e)),
+                    msg: match std::error::Error::source(&e) {
+                        Some(why) => format!("queue {queue}: {e}: {why}"),
+                        None => format!("queue {queue}: {e}"),
+                    },
                 });
             }
         }
@@ -222,8 +225,10 @@ fn new_umem(frames: u32, huge: bool) -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemM
         .build()
         .map_err(|e| umem_err(e.to_string()))?;
     let count = NonZeroU32::new(frames).ok_or_else(|| umem_err("zero frames".into()))?;
-    let (umem, descs) = Umem::new(ucfg, count, huge)
-        .map_err(|e| umem_err(format!("{e}: {:?}", std::error::Error::source(&e))))?;
+    let (umem, descs) = Umem::new(ucfg, count, huge).map_err(|e| {
+        let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+        umem_err(format!("{e}{why}"))
+    })?;
     let room = (CHUNK - 256) as usize;
     let descs = Arc::new(descs);
     let mem = UmemMem {
