@@ -318,8 +318,7 @@ pub fn open_queues(
     hugepages: bool,
 ) -> Result<(Vec<Vec<XskPort>>, UmemMem, OpenReport), XskError> {
     for p in ports {
-        let idx = ifindex(&p.iface).ok_or_else(|| XskError::NoInterface(p.iface.clone()))?;
-        let _ = idx;
+        ifindex(&p.iface).ok_or_else(|| XskError::NoInterface(p.iface.clone()))?;
         if let Some(have) = rx_queue_count(&p.iface) {
             if p.queues > have {
                 return Err(XskError::Bind {
