@@ -419,3 +419,47 @@ fn check(lab: &Lab, attach: &str) {
         "a frame read by one worker for the other's port crosses a hand-off ring"
     );
 }
+
+/// `xoff testbed up` builds multi-queue veths for ports with `queues_rx` > 1: `single.toml`
+/// with 4 RX queues per port, 2 workers and its shared-buffer MMU pings all pairs, carries 8
+/// TCP flows, and its per-queue counters add up to the ports'.
+#[test]
+fn testbed_builds_multiqueue_veths_for_queues_rx() {
+    let _g = serial();
+    let text = std::fs::read_to_string(common::repo().join("deploy/topologies/single.toml"))
+        .expect("single.toml")
+        .replace("quantum = 1600 }", "quantum = 1600, queues_rx = 4 }");
+    assert!(text.contains("queues_rx = 4"), "single.toml changed shape");
+    let path = std::env::temp_dir().join(format!("{}.toml", unique("mqbed")));
+    std::fs::write(&path, text).expect("write topology");
+    let bed = common::Bed::up_with(&path, "mqbed", &["--workers", "2"]);
+    let _ = std::fs::remove_file(&path);
+    for (a, b) in [("h1", "10.0.0.2"), ("h2", "10.0.0.3"), ("h3", "10.0.0.1")] {
+        assert!(bed.ping(a, b), "{a} cannot ping {b}");
+    }
+    bed.iperf_server("h2");
+    let v = bed.iperf("h1", &["-c", "10.0.0.2", "-P", "8", "-t", "2"]);
+    let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(got > 1_000_000, "8 TCP flows moved only {got} B");
+    std::thread::sleep(Duration::from_millis(500));
+    let s = bed.stats("s1");
+    let nic = s.nic.as_ref().expect("nic counters");
+    let w_rx: Vec<u64> = nic.workers.iter().map(|w| w.rx_pkts).collect();
+    eprintln!("testbed: worker rx {w_rx:?}");
+    assert!(w_rx.len() == 2 && w_rx.iter().all(|&n| n > 0), "{w_rx:?}");
+    for (p, np) in s.ports.iter().zip(&nic.ports) {
+        assert_eq!(np.rx_queues.len(), 4, "{}", p.name);
+        let q: Vec<u64> = np.rx_queues.iter().map(|q| q.rx_pkts).collect();
+        eprintln!(
+            "testbed: {} rx per queue {q:?}, port rx {}",
+            p.name, p.rx_pkts
+        );
+        assert_eq!(q.iter().sum::<u64>(), p.rx_pkts, "{}", p.name);
+    }
+    let busy = nic.ports[0]
+        .rx_queues
+        .iter()
+        .filter(|q| q.rx_pkts > 0)
+        .count();
+    assert!(busy >= 2, "h1's 8 flows used {busy} of p1's queues");
+}
