@@ -430,10 +430,11 @@ fn testbed_builds_multiqueue_veths_for_queues_rx() {
         .expect("single.toml")
         .replace("quantum = 1600 }", "quantum = 1600, queues_rx = 4 }");
     assert!(text.contains("queues_rx = 4"), "single.toml changed shape");
-    let path = std::env::temp_dir().join(format!("{}.toml", unique("mqbed")));
-    std::fs::write(&path, text).expect("write topology");
-    let bed = common::Bed::up_with(&path, "mqbed", &["--workers", "2"]);
-    let _ = std::fs::remove_file(&path);
+    // `testbed down` (the Bed's drop) reads the file: it must outlive the Bed, so its guard
+    // is declared first and dropped last.
+    let file = TempFile(std::env::temp_dir().join(format!("{}.toml", unique("mqbed"))));
+    std::fs::write(&file.0, text).expect("write topology");
+    let bed = common::Bed::up_with(&file.0, "mqbed", &["--workers", "2"]);
     for (a, b) in [("h1", "10.0.0.2"), ("h2", "10.0.0.3"), ("h3", "10.0.0.1")] {
         assert!(bed.ping(a, b), "{a} cannot ping {b}");
     }
@@ -462,4 +463,13 @@ fn testbed_builds_multiqueue_veths_for_queues_rx() {
         .filter(|q| q.rx_pkts > 0)
         .count();
     assert!(busy >= 2, "h1's 8 flows used {busy} of p1's queues");
+}
+
+/// A file removed on drop.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
