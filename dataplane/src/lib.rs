@@ -14,6 +14,7 @@ pub mod fib;
 pub mod frame;
 pub mod host;
 pub mod link;
+pub mod nicstats;
 pub mod parse;
 pub mod pipeline;
 #[allow(unsafe_code)]

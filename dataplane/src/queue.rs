@@ -258,6 +258,8 @@ mod tests {
             flood: true,
             mtu: 1500,
             peer_mac: None,
+            queues_rx: 1,
+            xdp_bind: Default::default(),
         }
     }
 

@@ -8,6 +8,7 @@
 use crate::clock::{Clock, MonoClock};
 use crate::config::SwitchSpec;
 use crate::frame::{FrameId, FrameMem};
+use crate::nicstats::{sum_xdp, NicCounters, PortNic, QueueCounters, WorkerCounters};
 use crate::port::bpf::XdpMode;
 use crate::port::sys::{wait_readable, EventFd};
 use crate::port::xsk::{self, UmemMem, XskError, XskPort};
@@ -76,7 +77,9 @@ pub enum RunError {
 /// UMEM chunks needed for `spec`: every ring full, plus as many packets as the buffer can
 /// hold at one 256-byte cell each, plus what the emulated wires hold.
 pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
-    let rings = spec.ports.len() as u64 * u64::from(xsk::RING) * 2;
+    // Each RX queue's socket has its own RX and fill rings (issue 23 item 4).
+    let sockets: u64 = spec.ports.iter().map(|p| u64::from(p.queues_rx)).sum();
+    let rings = sockets * u64::from(xsk::RING) * 2;
     let buffer = match &spec.buffer {
         Some(b) => b.buffer_bytes,
         None => spec
@@ -96,10 +99,6 @@ pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
 /// A running switch.
 pub struct Running {
     pub shared: Arc<SwitchShared>,
-    umem_frames: u64,
-    umem_free: Arc<Vec<crate::stats::Counter>>,
-    umem_rings: Arc<Vec<crate::stats::Counter>>,
-    pool: Arc<ArrayQueue<FrameId>>,
     /// MMU statistics each worker last published.
     pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     /// Flow-control statistics each worker last published.
@@ -108,6 +107,12 @@ pub struct Running {
     pub headroom: Option<Vec<mmu::HeadroomRow>>,
     pub started: Instant,
     pub modes: Vec<(String, XdpMode)>,
+    /// Sockets, RX queues and workers (issue 23 item 4).
+    pub nic: Arc<NicCounters>,
+    umem_frames: u64,
+    umem_free: Arc<Vec<crate::stats::Counter>>,
+    umem_rings: Arc<Vec<crate::stats::Counter>>,
+    pool: Arc<ArrayQueue<FrameId>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -158,8 +163,22 @@ impl Running {
             self.fc_stats.lock().ok().and_then(|g| {
                 crate::scheme::StatsSet::collect(g.iter().flatten().cloned().collect())
             });
+        let names: Vec<String> = self
+            .shared
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        snap.nic = Some(self.nic.snapshot(&names));
         snap
     }
+}
+
+/// The `len` bytes of frame `f` (a tap's copy source).
+fn frame_bytes<M: FrameMem>(mem: &M, f: FrameId, len: u32) -> &[u8] {
+    let d = mem.data(f);
+    &d[..(len as usize).min(d.len())]
 }
 
 struct Mailbox {
@@ -174,12 +193,6 @@ impl Mailbox {
             self.wake.signal();
         }
     }
-}
-
-/// The `len` bytes of frame `f` (a tap's copy source).
-fn frame_bytes<M: FrameMem>(mem: &M, f: FrameId, len: u32) -> &[u8] {
-    let d = mem.data(f);
-    &d[..(len as usize).min(d.len())]
 }
 
 /// Slots of each worker's hand-off ring.
@@ -223,6 +236,19 @@ impl Handoffs {
         mem: &mut M,
         out: &mut Outputs,
     ) -> u64 {
+        self.send_counted(owner, shared, ledger, mem, out, &mut 0)
+    }
+
+    /// As [`send`](Self::send), also adding the hand-offs the mailboxes took to `delivered`.
+    pub fn send_counted<M: FrameMem>(
+        &self,
+        owner: &[u16],
+        shared: &SwitchShared,
+        ledger: &crate::audit::Ledger,
+        mem: &mut M,
+        out: &mut Outputs,
+        delivered: &mut u64,
+    ) -> u64 {
         let mut dropped = 0;
         for h in out.handoff.drain(..) {
             let dst = usize::from(owner[usize::from(h.port)]);
@@ -237,6 +263,7 @@ impl Handoffs {
                 }
                 mem.free(h.pkt.frame);
             } else {
+                *delivered += 1;
                 self.boxes[dst].kick();
             }
         }
@@ -254,11 +281,20 @@ impl Handoffs {
     }
 }
 
+/// One AF_XDP socket a worker holds: RX queue `port.queue` of port `pid`, and the port's TX
+/// ring if this worker owns the port's egress (`tx`).
+struct Sock {
+    pid: u16,
+    tx: bool,
+    port: XskPort,
+    /// Frames waiting for room in the TX ring (`tx` sockets only).
+    pending: Vec<(FrameId, u32)>,
+}
+
 struct Worker {
     id: usize,
     sw: Switch,
-    ports: Vec<(u16, XskPort)>,
-    pending: Vec<Vec<(FrameId, u32)>>,
+    socks: Vec<Sock>,
     mem: UmemMem,
     boxes: Arc<Handoffs>,
     owner: Vec<u16>,
@@ -269,6 +305,7 @@ struct Worker {
     mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
     fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     afc: Option<Arc<crate::port::shm::AfcShm>>,
+    nic: Arc<NicCounters>,
     /// Free chunks this worker holds, published at housekeeping (`Running::umem`).
     umem_free: Arc<Vec<crate::stats::Counter>>,
     /// Chunks this worker's sockets lent the kernel (`XskPort::in_rings`).
@@ -277,19 +314,80 @@ struct Worker {
     tx_dropped_base: std::collections::HashMap<u16, u64>,
 }
 
+/// The worker holding RX queue `queue` of a port whose egress worker `owner` owns: queue 0
+/// stays with the owner (it transmits through that socket), the others go round the workers
+/// from there, so RSS spreads a port's flows over every worker.
+pub fn queue_worker(owner: usize, queue: u32, workers: usize) -> usize {
+    (owner + queue as usize) % workers.max(1)
+}
+
 /// Starts the switch `spec` on its interfaces. Workers run until `stop` is set.
+///
+/// Each port's egress (queues, shaper, TX ring) belongs to one worker; with `queues_rx` > 1
+/// its RX queues spread over the workers ([`queue_worker`]). A frame read on any queue runs
+/// the ingress pipeline on the worker that read it and reaches the egress owner through the
+/// hand-off rings like any frame for another worker's port, so each TX ring has one
+/// producer: the owner, through queue 0's socket. The other sockets' TX rings stay unused.
 pub fn start(
     spec: SwitchSpec,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<Running, RunError> {
     let nports = spec.ports.len();
-    let workers = opts.workers.clamp(1, nports.max(1));
+    let sockets: usize = spec.ports.iter().map(|p| p.queues_rx as usize).sum();
+    // More workers than ports is useful only when RX queues give them something to read.
+    let workers = opts.workers.clamp(1, nports.max(sockets).max(1));
     let owner: Vec<u16> = (0..nports).map(|p| (p % workers) as u16).collect();
     let frames = opts.umem_frames.unwrap_or_else(|| umem_frames_for(&spec));
-    let ifaces: Vec<String> = spec.ports.iter().map(|p| p.iface.clone()).collect();
-    let (ports, mut mem) = xsk::open_ports(&ifaces, frames, opts.xdp_mode)?;
-    let modes = ports.iter().map(|p| (p.iface.clone(), p.mode)).collect();
+    let want: Vec<xsk::PortOpen> = spec
+        .ports
+        .iter()
+        .map(|p| xsk::PortOpen {
+            iface: p.iface.clone(),
+            queues: p.queues_rx,
+            bind: p.xdp_bind,
+        })
+        .collect();
+    let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
+    if let Some(why) = &open.zerocopy_fallback {
+        tracing::warn!(switch = %spec.name, "zero-copy bind failed, every port runs in copy mode: {why}");
+    }
+    if let Some(why) = &open.hugepage_fallback {
+        tracing::warn!(switch = %spec.name, "UMEM without huge pages: {why}");
+    }
+    for w in &want {
+        if let Some(have) = xsk::rx_queue_count(&w.iface).filter(|&h| h > w.queues) {
+            tracing::warn!(iface = %w.iface, "{have} RX queues but queues_rx = {}: frames RSS puts on the others reach the kernel, not the switch (ethtool -L {} combined {})", w.queues, w.iface, w.queues);
+        }
+    }
+    let modes = ports
+        .iter()
+        .map(|q| (q[0].iface.clone(), q[0].mode))
+        .collect();
+    let nic = Arc::new(NicCounters {
+        ports: ports
+            .iter()
+            .zip(&spec.ports)
+            .enumerate()
+            .map(|(i, (q, p))| PortNic {
+                iface: p.iface.clone(),
+                attach: match q[0].mode {
+                    XdpMode::Native => "native",
+                    XdpMode::Generic => "generic",
+                },
+                requested: p.xdp_bind,
+                queues: q
+                    .iter()
+                    .map(|s| {
+                        let w = queue_worker(usize::from(owner[i]), s.queue, workers);
+                        (w, QueueCounters::default())
+                    })
+                    .collect(),
+            })
+            .collect(),
+        workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
+        open,
+    });
     let shared = SwitchShared::new(spec);
     let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
     let pool = Arc::new(ArrayQueue::new(frames as usize));
@@ -299,9 +397,17 @@ pub fn start(
         Arc::new((0..workers).map(|_| Default::default()).collect());
     let umem_rings: Arc<Vec<crate::stats::Counter>> =
         Arc::new((0..workers).map(|_| Default::default()).collect());
-    let mut per: Vec<Vec<(u16, XskPort)>> = (0..workers).map(|_| Vec::new()).collect();
-    for (i, p) in ports.into_iter().enumerate() {
-        per[usize::from(owner[i])].push((i as u16, p));
+    let mut per: Vec<Vec<Sock>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, qs) in ports.into_iter().enumerate() {
+        for port in qs {
+            let w = nic.ports[i].queues[port.queue as usize].0;
+            per[w].push(Sock {
+                pid: i as u16,
+                tx: port.queue == 0,
+                port,
+                pending: Vec::new(),
+            });
+        }
     }
     let mut pipes = Vec::new();
     for w in 0..workers {
@@ -316,7 +422,7 @@ pub fn start(
     // Spread the free chunks evenly over the workers.
     let share = mem.free_count() / workers;
     let mut threads = Vec::new();
-    for (w, (sw, ports)) in pipes.into_iter().zip(per).enumerate() {
+    for (w, (sw, socks)) in pipes.into_iter().zip(per).enumerate() {
         let mut wm = mem.handle();
         wm.give_free(if w + 1 == workers {
             mem.take_free(usize::MAX)
@@ -325,9 +431,8 @@ pub fn start(
         });
         let mut worker = Worker {
             id: w,
-            pending: ports.iter().map(|_| Vec::new()).collect(),
             sw,
-            ports,
+            socks,
             mem: wm,
             boxes: boxes.clone(),
             owner: owner.clone(),
@@ -338,6 +443,7 @@ pub fn start(
             mmu_stats: mmu_stats.clone(),
             fc_stats: fc_stats.clone(),
             afc: opts.afc.clone().filter(|_| w == 0),
+            nic: nic.clone(),
             umem_free: umem_free.clone(),
             umem_rings: umem_rings.clone(),
             tx_dropped_base: Default::default(),
@@ -350,15 +456,16 @@ pub fn start(
     }
     Ok(Running {
         shared,
-        umem_frames: u64::from(frames),
-        umem_free,
-        umem_rings,
-        pool,
         mmu_stats,
         fc_stats,
         headroom,
         started: Instant::now(),
         modes,
+        nic,
+        umem_frames: u64::from(frames),
+        umem_free,
+        umem_rings,
+        pool,
         threads: Mutex::new(threads),
     })
 }
@@ -372,14 +479,17 @@ impl Worker {
         // Start of the current run of idle rounds (0: busy).
         let mut idle_since = 0u64;
         let mut last_house = Instant::now();
-        let free_hi = self.ports.len() * xsk::RING as usize * 2 + 4096;
+        let free_hi = self.socks.len() * xsk::RING as usize * 2 + 4096;
+        let nic = self.nic.clone();
+        let wc = &nic.workers[self.id];
         // Publish statistics before the first frame, so a control request never finds none.
         self.housekeeping();
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock.now();
             let mut work = 0usize;
             let mut backlog = false;
-            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
+            for s in self.socks.iter_mut() {
+                let port = &mut s.port;
                 comp.clear();
                 port.completions(&mut comp);
                 self.mem.give_free(comp.iter().copied());
@@ -390,21 +500,34 @@ impl Worker {
                 let got = port.rx_burst(&mut rx, self.batch);
                 backlog |= got == self.batch;
                 work += got;
+                if got > 0 {
+                    let bytes: u64 = rx.iter().map(|&(_, l)| u64::from(l)).sum();
+                    let qc = &nic.ports[usize::from(s.pid)].queues[port.queue as usize].1;
+                    qc.rx_pkts.add(got as u64);
+                    qc.rx_bytes.add(bytes);
+                    wc.rx_pkts.add(got as u64);
+                    wc.rx_bytes.add(bytes);
+                }
                 // A tap on this port sees the burst as received (`crate::tap`).
-                if let Some(t) = self.sw.shared.taps.session(usize::from(*pid)) {
-                    let c = &self.sw.shared.counters[usize::from(*pid)];
+                if let Some(t) = self.sw.shared.taps.session(usize::from(s.pid)) {
+                    let c = &self.sw.shared.counters[usize::from(s.pid)];
                     let mem = &self.mem;
                     let frames = rx.iter().map(|&(f, len)| frame_bytes(mem, f, len));
                     t.on_rx(frames, c.rx_pkts.get(), c.tx_pkts.get());
                 }
                 for &(f, len) in &rx {
-                    self.sw.receive(&mut self.mem, *pid, f, len, now, &mut out);
+                    self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
                 }
-                let _ = i;
+                if got > 0 && !s.tx {
+                    // A pause or resume read here changes the shared AFC registers of a port
+                    // another worker serves: wake it if it sleeps, so it acts on them now.
+                    self.boxes.boxes[usize::from(self.owner[usize::from(s.pid)])].kick();
+                }
             }
             self.hand_off(&mut out);
             while let Some(h) = self.boxes.recv(self.id) {
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
+                wc.handoffs_in.add(1);
                 work += 1;
             }
             if let Some(a) = &self.afc {
@@ -412,49 +535,54 @@ impl Worker {
             }
             self.sw.set_rx_backlog(backlog);
             let mut dead = Vec::new();
-            for (i, (pid, port)) in self.ports.iter_mut().enumerate() {
-                let pend = &mut self.pending[i];
-                self.sw.service(&mut self.mem, *pid, now, &mut out);
-                pend.append(&mut out.tx);
-                if !pend.is_empty() && !self.sw.shared.is_up(usize::from(*pid)) {
-                    // Link down: frames due on the wire are dropped and counted, not sent
-                    // into an interface that would discard them uncounted.
-                    let c = &self.sw.shared.counters[usize::from(*pid)];
-                    self.sw.ledger.wire_dropped(*pid, pend.len() as u64);
-                    for (f, _) in pend.drain(..) {
-                        c.drop(DropReason::PortDown);
-                        crate::frame::FrameMem::free(&mut self.mem, f);
+            for (i, s) in self.socks.iter_mut().enumerate() {
+                if s.tx {
+                    let pend = &mut s.pending;
+                    self.sw.service(&mut self.mem, s.pid, now, &mut out);
+                    pend.append(&mut out.tx);
+                    if !pend.is_empty() && !self.sw.shared.is_up(usize::from(s.pid)) {
+                        // Link down: frames due on the wire are dropped and counted, not sent
+                        // into an interface that would discard them uncounted.
+                        let c = &self.sw.shared.counters[usize::from(s.pid)];
+                        self.sw.ledger.wire_dropped(s.pid, pend.len() as u64);
+                        for (f, _) in pend.drain(..) {
+                            c.drop(DropReason::PortDown);
+                            crate::frame::FrameMem::free(&mut self.mem, f);
+                        }
+                    }
+                    if !pend.is_empty() {
+                        let k = s.port.tx_burst(pend);
+                        let bytes: u64 = pend[..k].iter().map(|&(_, l)| u64::from(l)).sum();
+                        let c = &self.sw.shared.counters[usize::from(s.pid)];
+                        if let Some(t) = self.sw.shared.taps.session(usize::from(s.pid)) {
+                            let mem = &self.mem;
+                            let frames = pend[..k].iter().map(|&(f, len)| frame_bytes(mem, f, len));
+                            t.on_tx(frames, c.rx_pkts.get(), c.tx_pkts.get());
+                        }
+                        c.tx_pkts.add(k as u64);
+                        c.tx_bytes.add(bytes);
+                        wc.tx_pkts.add(k as u64);
+                        wc.tx_bytes.add(bytes);
+                        pend.drain(..k);
+                        work += k;
                     }
                 }
-                if !pend.is_empty() {
-                    let k = port.tx_burst(pend);
-                    let c = &self.sw.shared.counters[usize::from(*pid)];
-                    if let Some(t) = self.sw.shared.taps.session(usize::from(*pid)) {
-                        let mem = &self.mem;
-                        let frames = pend[..k].iter().map(|&(f, len)| frame_bytes(mem, f, len));
-                        t.on_tx(frames, c.rx_pkts.get(), c.tx_pkts.get());
-                    }
-                    c.tx_pkts.add(k as u64);
-                    c.tx_bytes
-                        .add(pend[..k].iter().map(|&(_, l)| u64::from(l)).sum());
-                    pend.drain(..k);
-                    work += k;
-                }
-                if !port.alive() {
+                if !s.port.alive() {
                     dead.push(i);
                 }
             }
             for i in dead.into_iter().rev() {
-                let (pid, port) = self.ports.remove(i);
-                let pend = self.pending.remove(i);
-                tracing::warn!(iface = %port.iface, "interface disappeared; port {pid} is down, the switch keeps running on the others");
-                self.sw.port_down(&mut self.mem, usize::from(pid), now);
-                for (f, _) in pend {
+                let s = self.socks.remove(i);
+                if s.tx {
+                    tracing::warn!(iface = %s.port.iface, "interface disappeared; port {} is down, the switch keeps running on the others", s.pid);
+                    self.sw.port_down(&mut self.mem, usize::from(s.pid), now);
+                }
+                for (f, _) in s.pending {
                     crate::frame::FrameMem::free(&mut self.mem, f);
                 }
                 // Frames in the dead port's rings are lost with it: the kernel frees its
                 // rings, and the chunks are simply never seen again.
-                drop(port);
+                drop(s.port);
             }
             // Flow-control timers (PFC refresh, watchdog) and control frames for other pipes.
             if self.sw.next_timer().is_some_and(|t| t <= now) {
@@ -499,39 +627,57 @@ impl Worker {
 
     /// Passes packets and control frames for other pipes' ports to their mailboxes.
     fn hand_off(&mut self, out: &mut Outputs) {
-        self.boxes.send(
+        if out.handoff.is_empty() {
+            return;
+        }
+        let mut delivered = 0;
+        self.boxes.send_counted(
             &self.owner,
             &self.sw.shared,
             &self.sw.ledger,
             &mut self.mem,
             out,
+            &mut delivered,
         );
+        self.nic.workers[self.id].handoffs_out.add(delivered);
     }
 
     fn housekeeping(&mut self) {
-        for (pid, port) in &mut self.ports {
-            if let Some(s) = port.ring_stats() {
-                let c = &self.sw.shared.counters[usize::from(*pid)];
-                c.xdp_rx_dropped.set(s.rx_dropped);
-                c.xdp_rx_invalid.set(s.rx_invalid_descs);
-                c.xdp_rx_ring_full.set(s.rx_ring_full);
-                c.xdp_fill_ring_empty.set(s.rx_fill_ring_empty_descs);
-                c.xdp_tx_invalid.set(s.tx_invalid_descs);
-                c.xdp_tx_ring_empty.set(s.tx_ring_empty_descs);
+        for s in &mut self.socks {
+            if let Some(x) = s.port.ring_stats() {
+                self.nic.ports[usize::from(s.pid)].queues[s.port.queue as usize]
+                    .1
+                    .set_xdp(&x);
             }
+        }
+        // The port's owner (holding queue 0) publishes the port's ring statistics: the sum
+        // over its queues' sockets, whichever worker holds them.
+        for s in self.socks.iter().filter(|s| s.tx) {
+            let x = sum_xdp(
+                self.nic.ports[usize::from(s.pid)]
+                    .queues
+                    .iter()
+                    .map(|(_, q)| q.xdp()),
+            );
+            let c = &self.sw.shared.counters[usize::from(s.pid)];
+            c.xdp_rx_dropped.set(x.rx_dropped);
+            c.xdp_rx_invalid.set(x.rx_invalid_descs);
+            c.xdp_rx_ring_full.set(x.rx_ring_full);
+            c.xdp_fill_ring_empty.set(x.rx_fill_ring_empty_descs);
+            c.xdp_tx_invalid.set(x.tx_invalid_descs);
+            c.xdp_tx_ring_empty.set(x.tx_ring_empty_descs);
             // The kernel's own transmit drops on this interface, counted from start.
-            let path = format!("/sys/class/net/{}/statistics/tx_dropped", port.iface);
+            let path = format!("/sys/class/net/{}/statistics/tx_dropped", s.port.iface);
             if let Some(v) = std::fs::read_to_string(path)
                 .ok()
                 .and_then(|t| t.trim().parse::<u64>().ok())
             {
-                let c = &self.sw.shared.counters[usize::from(*pid)];
-                let base = *self.tx_dropped_base.entry(*pid).or_insert(v);
+                let base = *self.tx_dropped_base.entry(s.pid).or_insert(v);
                 c.kernel_tx_dropped.set(v.saturating_sub(base));
             }
         }
         self.umem_free[self.id].set(self.mem.free_count() as u64);
-        let rings: usize = self.ports.iter().map(|(_, p)| p.in_rings()).sum();
+        let rings: usize = self.socks.iter().map(|s| s.port.in_rings()).sum();
         self.umem_rings[self.id].set(rings as u64);
         let now = MonoClock.now();
         if let Ok(mut g) = self.mmu_stats.lock() {
@@ -548,13 +694,13 @@ impl Worker {
         if self.afc.is_some() {
             wake_at = now + crate::port::shm::AfcShm::IDLE_POLL_PS;
         }
-        for (i, (pid, _)) in self.ports.iter().enumerate() {
-            if !self.pending[i].is_empty() {
+        for s in self.socks.iter().filter(|s| s.tx) {
+            if !s.pending.is_empty() {
                 wake_at = now + 20_000_000; // TX ring was full: retry soon
             }
             if let Some(t) = self
                 .sw
-                .next_wakeup(*pid, now)
+                .next_wakeup(s.pid, now)
                 .into_iter()
                 .chain(self.sw.next_timer())
                 .min()
@@ -571,7 +717,7 @@ impl Worker {
             mb.sleeping.store(false, Ordering::Release);
             return;
         }
-        let mut fds: Vec<i32> = self.ports.iter().filter_map(|(_, p)| p.poll_fd()).collect();
+        let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
         fds.push(mb.wake.fd());
         // Wake a little early: ppoll overshoots by tens of microseconds.
         wait_readable(
@@ -615,13 +761,40 @@ port = [{ name = "p1" }, { name = "p2" }]
                 ctrl,
             });
         }
+        let mut delivered = 0;
         let ledger = crate::audit::Ledger::new(2);
-        assert_eq!(boxes.send(&[0, 1], &shared, &ledger, &mut mem, &mut out), 1);
+        assert_eq!(
+            boxes.send_counted(
+                &[0, 1],
+                &shared,
+                &ledger,
+                &mut mem,
+                &mut out,
+                &mut delivered
+            ),
+            1
+        );
+        assert_eq!(delivered, 1, "one of three hand-offs fit the ring");
         let c = &shared.counters[1];
         assert_eq!(c.drops_of(DropReason::QueueFull), 1);
         assert_eq!(c.drops_of(DropReason::ControlLost), 1);
         assert_eq!((boxes.pending(1), boxes.pending(0)), (1, 0));
         assert_eq!(mem.available(), 3, "the two refused frames are freed");
         assert!(boxes.recv(1).is_some_and(|h| !h.ctrl));
+    }
+
+    /// Queue 0 stays with the port's owner (its TX socket); the others go round the workers,
+    /// so every worker reads a share of every multi-queue port.
+    #[test]
+    fn rx_queues_go_round_the_workers_from_the_owner() {
+        let of = |owner, w| {
+            (0..4)
+                .map(|q| queue_worker(owner, q, w))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of(0, 2), vec![0, 1, 0, 1]);
+        assert_eq!(of(1, 2), vec![1, 0, 1, 0]);
+        assert_eq!(of(2, 3), vec![2, 0, 1, 2]);
+        assert_eq!(of(0, 1), vec![0, 0, 0, 0]);
     }
 }

@@ -190,6 +190,9 @@ pub struct PortCounters {
     /// down or deleted, and back up. Written by that one thread, read by anyone.
     pub link_down: Counter,
     pub link_up: Counter,
+    /// Several workers receive on this port (`queues_rx` > 1, issue 23 item 4): the counters
+    /// ingress writes (`rx_*`, `drops`) then take atomic adds only, so none is lost.
+    pub shared_rx: bool,
 }
 
 impl PortCounters {
@@ -212,13 +215,37 @@ impl PortCounters {
             down: Counter::default(),
             link_down: Counter::default(),
             link_up: Counter::default(),
+            shared_rx: false,
         }
     }
 
-    /// Counts a drop seen by the port's own worker.
+    /// Counters of a port that `rx_writers` threads may receive on (see `shared_rx`).
+    pub fn with_rx_writers(mut self, rx_writers: u32) -> Self {
+        self.shared_rx = rx_writers > 1;
+        self
+    }
+
+    /// Counts a received frame.
+    #[inline]
+    pub fn rx(&self, len: u32) {
+        if self.shared_rx {
+            self.rx_pkts.add_shared(1);
+            self.rx_bytes.add_shared(u64::from(len));
+        } else {
+            self.rx_pkts.add(1);
+            self.rx_bytes.add(u64::from(len));
+        }
+    }
+
+    /// Counts a drop seen by the port's own worker (or by any worker receiving on a
+    /// multi-queue port: `shared_rx`).
     #[inline]
     pub fn drop(&self, r: DropReason) {
-        self.drops[r.index()].add(1);
+        if self.shared_rx {
+            self.drops[r.index()].add_shared(1);
+        } else {
+            self.drops[r.index()].add(1);
+        }
     }
 
     /// Counts a drop on this port seen by any other thread.
@@ -360,6 +387,10 @@ pub struct SwitchSnapshot {
     /// UMEM chunks of a running switch (AF_XDP ports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umem: Option<UmemSnapshot>,
+    /// AF_XDP sockets, RX queues and workers of a running switch (issue 23 item 4): bind
+    /// mode and fallbacks, per-queue and per-worker counters. Absent in virtual time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<crate::nicstats::NicSnapshot>,
 }
 
 /// UMEM chunks: all of them, those the switch holds free (its workers' lists and the shared

@@ -54,7 +54,7 @@ impl SwitchShared {
             counters: spec
                 .ports
                 .iter()
-                .map(|p| PortCounters::new(p.queues))
+                .map(|p| PortCounters::new(p.queues).with_rx_writers(p.queues_rx))
                 .collect(),
             afc: Afc::new(spec.ports.iter().map(|p| p.queues)),
             up: spec.ports.iter().map(|_| AtomicBool::new(true)).collect(),
@@ -107,6 +107,7 @@ impl SwitchShared {
             afc_refused: self.afc.refused(),
             afc_ring_full: None,
             umem: None,
+            nic: None,
         }
     }
 }

@@ -374,9 +374,30 @@ impl Testbed {
             let (a, b) = self.resolved.links[i];
             let tmp_a = Self::tmp_name('a', i);
             let tmp_b = Self::tmp_name('b', i);
+            // Issue 23 item 4 (branch nic): a switch port reading several RX queues
+            // (`queues_rx`) gets a veth with that many queues on both ends, so the far end's
+            // flows spread over its TX queues and arrive on as many RX queues.
+            let queues = [a, b]
+                .iter()
+                .filter_map(|e| match *e {
+                    Peer::Port(s, p) => Some(self.resolved.port(s, p).queues_rx),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(1)
+                .to_string();
+            let q: &[&str] = if queues == "1" {
+                &[]
+            } else {
+                &["numtxqueues", &queues, "numrxqueues", &queues]
+            };
             sh(&[
-                "ip", "link", "add", &tmp_a, "type", "veth", "peer", "name", &tmp_b,
-            ])?;
+                &["ip", "link", "add", &tmp_a][..],
+                q,
+                &["type", "veth", "peer", "name", &tmp_b],
+                q,
+            ]
+            .concat())?;
             for (tmp, e) in [(&tmp_a, a), (&tmp_b, b)] {
                 sh(&["ip", "link", "set", tmp, "netns", &self.ns(self.node_of(e))])?;
                 self.attach(tmp, e)?;

@@ -232,6 +232,84 @@ fn families(s: &SwitchSnapshot) -> Families {
             u.in_rings,
         );
     }
+    // --- issue 23 item 4 (branch nic): RX queues and workers ---
+    if let Some(n) = &s.nic {
+        f.add(
+            "xoff_umem_hugepages",
+            false,
+            "1 if the AF_XDP UMEM lives in huge pages.",
+            l.clone(),
+            u64::from(n.hugepages),
+        );
+        for p in &n.ports {
+            f.add(
+                "xoff_port_zerocopy",
+                false,
+                "1 if the port's AF_XDP sockets are bound zero-copy.",
+                lab(&[("switch", sw), ("port", &p.port)]),
+                u64::from(p.bind == "zerocopy"),
+            );
+            for q in &p.rx_queues {
+                let (qs, ws) = (q.queue.to_string(), q.worker.to_string());
+                let ql = lab(&[
+                    ("switch", sw),
+                    ("port", &p.port),
+                    ("queue", &qs),
+                    ("worker", &ws),
+                ]);
+                for (name, h, v) in [
+                    (
+                        "xoff_rxq_packets",
+                        "Frames read from the RX queue.",
+                        q.rx_pkts,
+                    ),
+                    (
+                        "xoff_rxq_bytes",
+                        "Bytes read from the RX queue.",
+                        q.rx_bytes,
+                    ),
+                    (
+                        "xoff_rxq_xdp_lost",
+                        "Frames the kernel dropped on the queue's AF_XDP socket.",
+                        q.xdp.lost(),
+                    ),
+                ] {
+                    f.add(name, true, h, ql.clone(), v);
+                }
+            }
+        }
+        for w in &n.workers {
+            let ws = w.worker.to_string();
+            let wl = lab(&[("switch", sw), ("worker", &ws)]);
+            for (name, h, v) in [
+                (
+                    "xoff_worker_rx_packets",
+                    "Frames the worker read.",
+                    w.rx_pkts,
+                ),
+                ("xoff_worker_rx_bytes", "Bytes the worker read.", w.rx_bytes),
+                (
+                    "xoff_worker_tx_packets",
+                    "Frames the worker sent.",
+                    w.tx_pkts,
+                ),
+                ("xoff_worker_tx_bytes", "Bytes the worker sent.", w.tx_bytes),
+                (
+                    "xoff_worker_handoffs_out",
+                    "Frames passed to other workers' mailboxes.",
+                    w.handoffs_out,
+                ),
+                (
+                    "xoff_worker_handoffs_in",
+                    "Frames taken from the worker's mailbox.",
+                    w.handoffs_in,
+                ),
+            ] {
+                f.add(name, true, h, wl.clone(), v);
+            }
+        }
+    }
+    // --- end issue 23 item 4 ---
     if let Some(m) = &s.mmu {
         flatten(&mut f, "xoff_mmu", m, &l, "Shared-buffer MMU statistics.");
     }
@@ -562,6 +640,7 @@ mod tests {
                 free: 4000,
                 in_rings: 64,
             }),
+            nic: None,
         }
     }
 
@@ -611,6 +690,56 @@ mod tests {
         assert!(t.contains("# TYPE xoff_queue_depth_bytes gauge\n"), "{t}");
         assert!(t.contains("xoff_port_rx_packets_total{switch=\"s1\",port=\"p1\"} 42\n"));
         assert!(!t.contains("# EOF"), "{t}");
+    }
+
+    /// Issue 23 item 4: per-queue and per-worker series of a multi-queue switch.
+    #[test]
+    fn rx_queues_and_workers_have_fixed_names() {
+        use dataplane::nicstats::{NicPortSnapshot, NicSnapshot, RxQueueSnapshot, WorkerSnapshot};
+        let src: Source = Arc::new(|| SwitchSnapshot {
+            nic: Some(NicSnapshot {
+                umem_frames: 4096,
+                hugepages: false,
+                hugepage_fallback: Some("none reserved".into()),
+                ports: vec![NicPortSnapshot {
+                    port: "p1".into(),
+                    iface: "p1".into(),
+                    attach: "native".into(),
+                    requested: "auto".into(),
+                    bind: "copy".into(),
+                    zerocopy_fallback: Some("EOPNOTSUPP".into()),
+                    rx_queues: (0..2)
+                        .map(|q| RxQueueSnapshot {
+                            queue: q,
+                            worker: q as usize,
+                            rx_pkts: 10 + u64::from(q),
+                            rx_bytes: 1000,
+                            xdp: XdpSnapshot::default(),
+                        })
+                        .collect(),
+                }],
+                workers: vec![WorkerSnapshot {
+                    worker: 1,
+                    rx_pkts: 11,
+                    rx_bytes: 1000,
+                    tx_pkts: 5,
+                    tx_bytes: 500,
+                    handoffs_out: 2,
+                    handoffs_in: 3,
+                }],
+            }),
+            ..snap(21)
+        });
+        let t = render(&src).unwrap();
+        for line in [
+            r#"xoff_rxq_packets_total{switch="s1",port="p1",queue="1",worker="1"} 11"#,
+            r#"xoff_rxq_packets_total{switch="s1",port="p1",queue="0",worker="0"} 10"#,
+            r#"xoff_worker_handoffs_in_total{switch="s1",worker="1"} 3"#,
+            r#"xoff_port_zerocopy{switch="s1",port="p1"} 0"#,
+            r#"xoff_umem_hugepages{switch="s1"} 0"#,
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing `{line}` in\n{t}");
+        }
     }
 
     #[test]

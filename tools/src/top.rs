@@ -358,6 +358,7 @@ mod tests {
             afc_refused: 0,
             afc_ring_full: None,
             umem: None,
+            nic: None,
         }
     }
 

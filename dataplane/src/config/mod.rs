@@ -110,7 +110,41 @@ pub struct PortSettings {
     /// Whether unknown-unicast and broadcast frames are flooded out of this port.
     pub flood: Option<bool>,
     pub mtu: Option<u32>,
+    // --- issue 23 item 4 (branch nic): real NICs ---
+    /// RX queues of the interface to read, one AF_XDP socket each (1..=64, default 1); the
+    /// sockets are spread over the workers so the NIC's RSS spreads flows over them.
+    pub queues_rx: Option<u32>,
+    /// AF_XDP bind: `copy` (default), `zerocopy` (fail if the driver cannot) or `auto`
+    /// (zero-copy when the driver supports it, else copy, with the reason logged).
+    pub xdp_bind: Option<XdpBind>,
+    // --- end issue 23 item 4 ---
 }
+
+// --- issue 23 item 4 (branch nic): real NICs ---
+/// How a port's AF_XDP sockets bind to the device (`xdp_bind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpBind {
+    /// Copy mode (`XDP_COPY`): works on every device, veth included.
+    #[default]
+    Copy,
+    /// Zero-copy (`XDP_ZEROCOPY`): frames DMA straight into the UMEM; the driver must support
+    /// it, else the switch refuses to start.
+    Zerocopy,
+    /// Zero-copy if the driver supports it, else copy (the reason is logged and reported).
+    Auto,
+}
+
+impl XdpBind {
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpBind::Copy => "copy",
+            XdpBind::Zerocopy => "zerocopy",
+            XdpBind::Auto => "auto",
+        }
+    }
+}
+// --- end issue 23 item 4 ---
 
 /// One switch port.
 #[derive(Debug, Clone, Deserialize)]
@@ -182,6 +216,10 @@ pub struct SwitchConfig {
     #[serde(default)]
     pub lb: LoadBalancer,
     // --- end issue 18 ---
+    /// Back the AF_XDP UMEM with huge pages (`MAP_HUGETLB`) when some are reserved, else
+    /// fall back to normal pages with the reason logged (issue 23 item 4).
+    #[serde(default)]
+    pub hugepages: bool,
 }
 
 // --- issue 18 (branch proteus): load balancing ---
@@ -633,5 +671,42 @@ b = "s1:p2"
         assert_eq!(e.key, "switch[0].route[0].via");
         let e = load(&GOOD.replace("rate = \"1Gbit\"", "rate = \"fast\"")).unwrap_err();
         assert!(e.reason.contains("not a rate"), "{e}");
+    }
+
+    /// Issue 23 item 4: RX queues and bind mode per port (defaults: one queue, copy mode).
+    #[test]
+    fn queues_rx_and_xdp_bind_resolve_and_are_checked() {
+        let s = load(GOOD).unwrap().switch_spec("s1").unwrap();
+        assert_eq!(
+            (s.ports[0].queues_rx, s.ports[0].xdp_bind),
+            (1, XdpBind::Copy)
+        );
+        assert!(!s.hugepages);
+        let t = GOOD
+            .replace(
+                "queues = 4 }",
+                "queues = 4, queues_rx = 4, xdp_bind = \"auto\" }",
+            )
+            .replace(
+                "rate = \"1Gbit\"",
+                "rate = \"1Gbit\"\nqueues_rx = 2\nxdp_bind = \"zerocopy\"",
+            )
+            .replace("name = \"s1\"", "name = \"s1\"\nhugepages = true");
+        let s = load(&t).unwrap().switch_spec("s1").unwrap();
+        assert_eq!(
+            (s.ports[0].queues_rx, s.ports[0].xdp_bind),
+            (4, XdpBind::Auto)
+        );
+        assert_eq!(
+            (s.ports[1].queues_rx, s.ports[1].xdp_bind),
+            (2, XdpBind::Zerocopy)
+        );
+        assert!(s.hugepages);
+        for bad in ["0", "65"] {
+            let e =
+                load(&GOOD.replace("queues = 4 }", &format!("queues = 4, queues_rx = {bad} }}")))
+                    .unwrap_err();
+            assert_eq!(e.key, "switch[0].port[0].queues_rx", "{e}");
+        }
     }
 }

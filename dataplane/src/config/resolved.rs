@@ -546,6 +546,7 @@ impl Ctx<'_> {
             aquarius,
             lb: s.lb,
             proteus: None,
+            hugepages: s.hugepages,
         })
     }
 
@@ -620,6 +621,16 @@ impl Ctx<'_> {
                 format!("{limit} B cannot hold one MTU frame"),
             ));
         }
+        let queues_rx = st.queues_rx.or(d.queues_rx).unwrap_or(1);
+        if !(1..=crate::port::bpf::MAX_RX_QUEUES).contains(&queues_rx) {
+            return Err(self.err(
+                key("queues_rx"),
+                format!(
+                    "{queues_rx}: must be 1..={} (one AF_XDP socket per RX queue)",
+                    crate::port::bpf::MAX_RX_QUEUES
+                ),
+            ));
+        }
         Ok(PortSpec {
             name: p.name.clone(),
             iface: p.iface.clone().unwrap_or_else(|| p.name.clone()),
@@ -636,6 +647,8 @@ impl Ctx<'_> {
             flood: st.flood.or(d.flood).unwrap_or(true),
             mtu,
             peer_mac,
+            queues_rx,
+            xdp_bind: st.xdp_bind.or(d.xdp_bind).unwrap_or_default(),
         })
     }
 

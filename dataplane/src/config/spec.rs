@@ -44,6 +44,10 @@ pub struct PortSpec {
     pub mtu: u32,
     /// MAC of the device at the other end of the link, if known from the topology.
     pub peer_mac: Option<MacAddr>,
+    /// RX queues read through AF_XDP, one socket each (issue 23 item 4).
+    pub queues_rx: u32,
+    /// How those sockets bind (copy, zero-copy or either).
+    pub xdp_bind: super::XdpBind,
 }
 
 /// A resolved route.
@@ -78,6 +82,8 @@ pub struct SwitchSpec {
     pub lb: super::LoadBalancer,
     /// Proteus's view of the path model (`lb = "proteus"`, issue 18).
     pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
+    /// Huge pages for the AF_XDP UMEM, if reserved (issue 23 item 4).
+    pub hugepages: bool,
 }
 
 /// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the

@@ -22,9 +22,7 @@ impl Switch {
     #[inline]
     pub(crate) fn ingress<M: FrameMem>(&mut self, mem: &mut M, pkt: &mut Pkt) -> bool {
         let ip = usize::from(pkt.in_port);
-        let c = &self.shared.counters[ip];
-        c.rx_pkts.add(1);
-        c.rx_bytes.add(u64::from(pkt.len));
+        self.shared.counters[ip].rx(pkt.len);
         if pkt.len as usize > mem.room() {
             self.ledger.dropped_pre(pkt.in_port, DropReason::Oversize);
             self.drop_at(ip, mem, pkt.frame, DropReason::Oversize);

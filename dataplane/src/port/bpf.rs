@@ -19,6 +19,9 @@ const BPF_PSEUDO_MAP_FD: u8 = 1;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const XDP_PASS: i32 = 2;
 
+/// Entries of the XSKMAP: the most RX queues one port reads (`queues_rx`).
+pub const MAX_RX_QUEUES: u32 = 64;
+
 /// XDP attach mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XdpMode {

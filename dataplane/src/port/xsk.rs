@@ -1,6 +1,11 @@
 //! AF_XDP ports over xsk-rs, all sharing one UMEM so that a frame received on one port is
 //! transmitted on another without a copy in user space.
 //!
+//! A port may read several RX queues (`queues_rx`, issue 23 item 4): one socket per queue,
+//! with the XDP program redirecting by `rx_queue_index`, so a NIC's RSS spreads flows over
+//! sockets and thus over workers. Zero-copy binds are tried when asked (`xdp_bind`), and the
+//! UMEM may live in huge pages; both fall back with the reason reported ([`OpenReport`]).
+//!
 //! Each interface gets its own socket with its own fill and completion rings (the kernel
 //! requires that for a UMEM shared across devices); libxdp's program loading is inhibited and
 //! our own redirect program ([`super::bpf`]) is attached with `BPF_LINK_CREATE`. On veth,
@@ -9,6 +14,7 @@
 
 use super::bpf::{XdpAttachment, XdpMode};
 use super::PortIo;
+use crate::config::XdpBind;
 use crate::frame::{FrameId, FrameMem};
 use crate::stats::XdpSnapshot;
 use std::ffi::CString;
@@ -144,10 +150,14 @@ impl FrameMem for UmemMem {
     }
 }
 
-/// One AF_XDP port.
+/// One AF_XDP socket: an interface's RX queue (and a TX ring on it).
 pub struct XskPort {
     pub iface: String,
     pub ifindex: u32,
+    /// The RX queue this socket reads.
+    pub queue: u32,
+    /// Bound with `XDP_ZEROCOPY`.
+    pub zerocopy: bool,
     tx: TxQueue,
     rx: RxQueue,
     fq: FillQueue,
@@ -160,7 +170,8 @@ pub struct XskPort {
     /// Frames given to the kernel for TX not yet completed.
     pub in_tx: usize,
     pub mode: XdpMode,
-    _xdp: XdpAttachment,
+    /// Shared by the sockets of one interface; the program detaches with the last.
+    _xdp: Arc<XdpAttachment>,
     last_check: Instant,
     alive: bool,
 }
@@ -172,7 +183,7 @@ unsafe impl Send for XskPort {}
 /// A bound socket's TX and RX rings, and its fill/completion rings for a new interface.
 type Bound = (TxQueue, RxQueue, Option<(FillQueue, CompQueue)>);
 
-fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str) -> Result<Bound, XskError> {
+fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str, queue: u32) -> Result<Bound, XskError> {
     let name: Interface = iface
         .parse()
         .map_err(|_| XskError::NoInterface(iface.to_string()))?;
@@ -181,7 +192,7 @@ fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str) -> Result<Bound, XskE
         // SAFETY: libxdp program loading is inhibited (our own program is attached instead),
         // which is what xsk-rs requires for sockets on a shared UMEM; each (iface, queue) pair
         // is bound once.
-        match unsafe { Socket::new(cfg, umem, &name, 0) } {
+        match unsafe { Socket::new(cfg, umem, &name, queue) } {
             Ok(s) => return Ok(s),
             Err(e) => {
                 let busy = std::error::Error::source(&e)
@@ -194,40 +205,29 @@ fn bind_retry(cfg: SocketConfig, umem: &Umem, iface: &str) -> Result<Bound, XskE
                 }
                 return Err(XskError::Bind {
                     iface: iface.to_string(),
-                    msg: format!("{e} ({:?})", std::error::Error::source(&e)),
+                    msg: match std::error::Error::source(&e) {
+                        Some(why) => format!("queue {queue}: {e}: {why}"),
+                        None => format!("queue {queue}: {e}"),
+                    },
                 });
             }
         }
     }
 }
 
-/// A UMEM of `frames` chunks and a memory handle holding all of them.
-fn new_umem(frames: u32) -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemMem), XskError> {
+/// A UMEM of `frames` chunks and a memory handle holding all of them; huge pages if `huge`.
+fn new_umem(frames: u32, huge: bool) -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemMem), XskError> {
+    let umem_err = |msg: String| XskError::Umem { frames, msg };
     let ucfg = UmemConfig::builder()
-        .frame_size(FrameSize::new(CHUNK).map_err(|e| XskError::Umem {
-            frames,
-            msg: e.to_string(),
-        })?)
-        .fill_queue_size(QueueSize::new(RING).map_err(|e| XskError::Umem {
-            frames,
-            msg: e.to_string(),
-        })?)
-        .comp_queue_size(QueueSize::new(RING).map_err(|e| XskError::Umem {
-            frames,
-            msg: e.to_string(),
-        })?)
+        .frame_size(FrameSize::new(CHUNK).map_err(|e| umem_err(e.to_string()))?)
+        .fill_queue_size(QueueSize::new(RING).map_err(|e| umem_err(e.to_string()))?)
+        .comp_queue_size(QueueSize::new(RING).map_err(|e| umem_err(e.to_string()))?)
         .build()
-        .map_err(|e| XskError::Umem {
-            frames,
-            msg: e.to_string(),
-        })?;
-    let count = NonZeroU32::new(frames).ok_or(XskError::Umem {
-        frames,
-        msg: "zero frames".into(),
-    })?;
-    let (umem, descs) = Umem::new(ucfg, count, false).map_err(|e| XskError::Umem {
-        frames,
-        msg: format!("{e}: {:?}", std::error::Error::source(&e)),
+        .map_err(|e| umem_err(e.to_string()))?;
+    let count = NonZeroU32::new(frames).ok_or_else(|| umem_err("zero frames".into()))?;
+    let (umem, descs) = Umem::new(ucfg, count, huge).map_err(|e| {
+        let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+        umem_err(format!("{e}{why}"))
     })?;
     let room = (CHUNK - 256) as usize;
     let descs = Arc::new(descs);
@@ -244,86 +244,250 @@ impl UmemMem {
     /// A UMEM of `frames` chunks bound to no port: the production frame memory for pipes run
     /// without sockets (the multi-worker hand-off tests). Needs the rights AF_XDP needs.
     pub fn anonymous(frames: u32) -> Result<UmemMem, XskError> {
-        new_umem(frames).map(|(_, _, mem)| mem)
+        new_umem(frames, false).map(|(_, _, mem)| mem)
     }
 }
 
-/// Opens one AF_XDP port per interface on a shared UMEM of `frames` chunks. Returns the ports
-/// and the memory handle holding every chunk not already in a fill ring.
+/// Opens one AF_XDP port per interface on a shared UMEM of `frames` chunks (RX queue 0, copy
+/// mode). Returns the ports and the memory handle holding every chunk not already in a fill
+/// ring.
 pub fn open_ports(
     ifaces: &[String],
     frames: u32,
     mode: Option<XdpMode>,
 ) -> Result<(Vec<XskPort>, UmemMem), XskError> {
-    for i in ifaces {
-        ifindex(i).ok_or_else(|| XskError::NoInterface(i.clone()))?;
+    let want: Vec<PortOpen> = ifaces
+        .iter()
+        .map(|i| PortOpen {
+            iface: i.clone(),
+            queues: 1,
+            bind: XdpBind::Copy,
+        })
+        .collect();
+    let (ports, mem, _) = open_queues(&want, frames, mode, false)?;
+    Ok((ports.into_iter().flatten().collect(), mem))
+}
+
+/// What to open on one interface (issue 23 item 4).
+#[derive(Debug, Clone)]
+pub struct PortOpen {
+    pub iface: String,
+    /// RX queues 0..queues, one socket each.
+    pub queues: u32,
+    pub bind: XdpBind,
+}
+
+/// How the shared UMEM and its sockets came up, and why not as asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Chunks in the UMEM.
+    pub frames: u32,
+    /// Every socket is bound zero-copy (one UMEM: all are, or none).
+    pub zerocopy: bool,
+    /// Why zero-copy was asked (`auto`) but not used.
+    pub zerocopy_fallback: Option<String>,
+    /// The UMEM lives in huge pages.
+    pub hugepages: bool,
+    /// Why huge pages were asked but not used.
+    pub hugepage_fallback: Option<String>,
+}
+
+/// RX queues `iface` has (sysfs `queues/rx-*`), if readable.
+pub fn rx_queue_count(iface: &str) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("/sys/class/net/{iface}/queues")).ok()?;
+    let n = dir
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    u32::try_from(n).ok()
+}
+
+/// Opens `ports[i].queues` AF_XDP sockets on each interface, all on one UMEM of `frames`
+/// chunks (huge pages if `hugepages` and some are reserved, else normal pages). Returns per
+/// port its sockets in queue order, the memory handle holding every chunk not in a fill ring,
+/// and how it came up.
+///
+/// Sockets sharing a UMEM inherit its first socket's zero-copy mode (the kernel binds the
+/// others with the UMEM's flags, `xp_assign_dev_shared`), so zero-copy is all or nothing: it
+/// is tried only if no port asks for copy, and when a bind fails, every socket is reopened in
+/// copy mode on a fresh UMEM (unless a port insists on `zerocopy`).
+pub fn open_queues(
+    ports: &[PortOpen],
+    frames: u32,
+    mode: Option<XdpMode>,
+    hugepages: bool,
+) -> Result<(Vec<Vec<XskPort>>, UmemMem, OpenReport), XskError> {
+    for p in ports {
+        ifindex(&p.iface).ok_or_else(|| XskError::NoInterface(p.iface.clone()))?;
+        if let Some(have) = rx_queue_count(&p.iface) {
+            if p.queues > have {
+                return Err(XskError::Bind {
+                    iface: p.iface.clone(),
+                    msg: format!(
+                        "queues_rx = {} but the device has {have} RX queues (ethtool -L, or \
+                         numrxqueues for veth)",
+                        p.queues
+                    ),
+                });
+            }
+        }
     }
-    let (umem, descs, mut mem) = new_umem(frames)?;
-    let mut ports = Vec::new();
-    for iface in ifaces {
+    let copy = ports.iter().find(|p| p.bind == XdpBind::Copy);
+    let forced = ports.iter().find(|p| p.bind == XdpBind::Zerocopy);
+    if let (Some(c), Some(z)) = (copy, forced) {
+        return Err(XskError::Bind {
+            iface: z.iface.clone(),
+            msg: format!(
+                "xdp_bind = \"zerocopy\", but port `{}` binds in copy mode, and one UMEM \
+                 shared by every port cannot be both",
+                c.iface
+            ),
+        });
+    }
+    let mut report = OpenReport::default();
+    // A 2 MiB huge page holds 1024 chunks: round up, so the mapping ends on a page boundary
+    // (munmap of a hugetlb mapping needs that).
+    let frames = if hugepages {
+        frames.div_ceil(1024).saturating_mul(1024)
+    } else {
+        frames
+    };
+    report.frames = frames;
+    let mut huge = hugepages;
+    // Huge pages of a UMEM dropped after a failed zero-copy attempt come back only when the
+    // kernel's deferred release of its sockets has run (`xdp_umem_release_deferred`): the
+    // second mapping waits for them instead of falling back at once (seen here: 60 pages
+    // reserved, 53 needed, ENOMEM on the immediate retry).
+    let mut had_huge = false;
+    let mut umem = || -> Result<(Umem, Arc<Vec<FrameDesc>>, UmemMem), XskError> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while huge {
+            match new_umem(frames, true) {
+                Ok(u) => {
+                    had_huge = true;
+                    return Ok(u);
+                }
+                Err(_) if had_huge && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => {
+                    report.hugepage_fallback = Some(format!(
+                        "{e} (reserve huge pages: sysctl vm.nr_hugepages=N, N ≥ {})",
+                        frames.div_ceil(1024)
+                    ));
+                    huge = false;
+                }
+            }
+        }
+        new_umem(frames, false)
+    };
+    if copy.is_none() && !ports.is_empty() {
+        let u = umem()?;
+        match open_on(ports, u, mode, true) {
+            Ok((socks, mem)) => {
+                report.zerocopy = true;
+                report.hugepages = huge;
+                return Ok((socks, mem, report));
+            }
+            Err(e) if forced.is_some() => return Err(e),
+            Err(e) => report.zerocopy_fallback = Some(e.to_string()),
+        }
+    }
+    let u = umem()?;
+    let (socks, mem) = open_on(ports, u, mode, false)?;
+    report.hugepages = huge;
+    Ok((socks, mem, report))
+}
+
+/// Binds every port's sockets on the UMEM `u`, zero-copy or copy.
+fn open_on(
+    ports: &[PortOpen],
+    (umem, descs, mut mem): (Umem, Arc<Vec<FrameDesc>>, UmemMem),
+    mode: Option<XdpMode>,
+    zerocopy: bool,
+) -> Result<(Vec<Vec<XskPort>>, UmemMem), XskError> {
+    let mut all = Vec::new();
+    for want in ports {
+        let iface = &want.iface;
         let idx = ifindex(iface).ok_or_else(|| XskError::NoInterface(iface.clone()))?;
+        let bind_err = |msg: String| XskError::Bind {
+            iface: iface.clone(),
+            msg,
+        };
+        let flags = if zerocopy {
+            BindFlags::XDP_ZEROCOPY
+        } else {
+            BindFlags::XDP_COPY
+        };
         let scfg = SocketConfig::builder()
-            .rx_queue_size(QueueSize::new(RING).map_err(|e| XskError::Bind {
-                iface: iface.clone(),
-                msg: e.to_string(),
-            })?)
-            .tx_queue_size(QueueSize::new(RING).map_err(|e| XskError::Bind {
-                iface: iface.clone(),
-                msg: e.to_string(),
-            })?)
+            .rx_queue_size(QueueSize::new(RING).map_err(|e| bind_err(e.to_string()))?)
+            .tx_queue_size(QueueSize::new(RING).map_err(|e| bind_err(e.to_string()))?)
             .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
             .xdp_flags(XdpFlags::empty())
-            .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
+            .bind_flags(flags | BindFlags::XDP_USE_NEED_WAKEUP)
             .build();
-        let (tx, rx, rings) = bind_retry(scfg, &umem, iface)?;
-        let (fq, cq) = rings.ok_or_else(|| XskError::Bind {
-            iface: iface.clone(),
-            msg: "no fill/completion ring for a new interface".into(),
-        })?;
-        let fd = rx.fd().as_raw_fd();
-        let budget: u32 = RING;
-        // SAFETY: setsockopt reads `budget` (a live u32 of the given size) and nothing else.
-        // Older kernels reject the option; the 32-frame default then applies.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                SOL_XDP,
-                XDP_MAX_TX_SKB_BUDGET,
-                &budget as *const u32 as *const libc::c_void,
-                4,
-            );
+        // One program and XSKMAP per interface: it redirects each frame to the socket of the
+        // RX queue it arrived on (`bpf::redirect_program`).
+        let xdp = Arc::new(
+            XdpAttachment::attach(idx, super::bpf::MAX_RX_QUEUES, mode).map_err(|err| {
+                XskError::Attach {
+                    iface: iface.clone(),
+                    err,
+                }
+            })?,
+        );
+        let mut socks = Vec::new();
+        for queue in 0..want.queues.max(1) {
+            let (tx, rx, rings) = bind_retry(scfg, &umem, iface, queue)?;
+            let (fq, cq) = rings.ok_or_else(|| {
+                bind_err(format!(
+                    "no fill/completion ring for new queue {queue} (bound twice?)"
+                ))
+            })?;
+            let fd = rx.fd().as_raw_fd();
+            let budget: u32 = RING;
+            // SAFETY: setsockopt reads `budget` (a live u32 of the given size) and nothing
+            // else. Older kernels reject the option; the 32-frame default then applies.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    SOL_XDP,
+                    XDP_MAX_TX_SKB_BUDGET,
+                    &budget as *const u32 as *const libc::c_void,
+                    4,
+                );
+            }
+            xdp.register(queue, fd).map_err(|err| XskError::Attach {
+                iface: iface.clone(),
+                err,
+            })?;
+            let mut p = XskPort {
+                iface: iface.clone(),
+                ifindex: idx,
+                queue,
+                zerocopy,
+                tx,
+                rx,
+                fq,
+                cq,
+                umem: umem.clone(),
+                descs: descs.clone(),
+                buf: vec![FrameDesc::default(); RING as usize],
+                in_fill: 0,
+                in_tx: 0,
+                mode: xdp.mode,
+                _xdp: xdp.clone(),
+                last_check: Instant::now(),
+                alive: true,
+            };
+            let mut free = std::mem::take(&mut mem.free);
+            p.refill(&mut free);
+            mem.free = free;
+            socks.push(p);
         }
-        let xdp = XdpAttachment::attach(idx, 64, mode).map_err(|err| XskError::Attach {
-            iface: iface.clone(),
-            err,
-        })?;
-        xdp.register(0, fd).map_err(|err| XskError::Attach {
-            iface: iface.clone(),
-            err,
-        })?;
-        let mut p = XskPort {
-            iface: iface.clone(),
-            ifindex: idx,
-            tx,
-            rx,
-            fq,
-            cq,
-            umem: umem.clone(),
-            descs: descs.clone(),
-            buf: vec![FrameDesc::default(); RING as usize],
-            in_fill: 0,
-            in_tx: 0,
-            mode: xdp.mode,
-            _xdp: xdp,
-            last_check: Instant::now(),
-            alive: true,
-        };
-        let mut free = std::mem::take(&mut mem.free);
-        p.refill(&mut free);
-        mem.free = free;
-        ports.push(p);
+        all.push(socks);
     }
-    Ok((ports, mem))
+    Ok((all, mem))
 }
 
 impl XskPort {
