@@ -7,3 +7,4 @@ deploy/install.sh --mininet   # Mininet for tools/tests/mininet.rs
 cargo build --release --workspace
 cargo test --release --workspace
 target/release/xoff repro all --quick --out target/repro-quick   # fails on a broken verdict
+tools/soak.sh 2   # mixed traffic through a PFC leaf-spine: flat RSS, audit balanced, 0 lossless lost
