@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{serial, Bed};
+use common::{eth0_counter, serial, three_hosts, Bed};
 use dataplane::audit::Audit;
 use dataplane::ctl::{self, Request, Response};
 use std::io::Write;
@@ -18,35 +18,6 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// h1, h2, h3 on one switch; p2 (toward h2) optionally shaped with a bounded queue.
-fn topo(p2: &str) -> String {
-    format!(
-        r#"name = "fault"
-[[switch]]
-name = "s1"
-port = [{{ name = "p1" }}, {{ name = "p2"{p2} }}, {{ name = "p3" }}]
-[[host]]
-name = "h1"
-ip = "10.0.0.1/24"
-[[host]]
-name = "h2"
-ip = "10.0.0.2/24"
-[[host]]
-name = "h3"
-ip = "10.0.0.3/24"
-[[link]]
-a = "h1"
-b = "s1:p1"
-[[link]]
-a = "h2"
-b = "s1:p2"
-[[link]]
-a = "h3"
-b = "s1:p3"
-"#
-    )
-}
 
 fn unix_now() -> f64 {
     SystemTime::now()
@@ -162,16 +133,7 @@ fn udp_result(c: Child) -> (u64, u64) {
 /// still queued at a shaped port when the test ended; delivered, but counted lost by
 /// iperf3). No switch sees these, so the audit cannot count them; the tests add them.
 fn host_drops(bed: &Bed, host: &str) -> u64 {
-    let sys = |f: &str| -> u64 {
-        let out = bed.run(
-            host,
-            &["cat", &format!("/sys/class/net/eth0/statistics/{f}")],
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0)
-    };
+    let sys = |f: &str| eth0_counter(&bed.ns(host), f);
     let out = bed.run(
         host,
         &["nstat", "-a", "-z", "UdpInErrors", "UdpSndbufErrors"],
@@ -230,12 +192,6 @@ fn assert_explained(a: &Audit, port: usize, iperf_lost: u64, rcvbuf: u64) {
     );
 }
 
-fn xdp_attached(bed: &Bed) -> bool {
-    let out = bed.run("s1", &["ip", "-d", "link", "show"]);
-    let s = String::from_utf8_lossy(&out.stdout);
-    s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
-}
-
 /// Packets the audit says the switch lost, after the traffic has drained.
 fn settled_audit(bed: &Bed) -> Audit {
     std::thread::sleep(Duration::from_millis(500));
@@ -251,7 +207,7 @@ fn settled_audit(bed: &Bed) -> Audit {
 #[test]
 fn port_flap_under_load() {
     let _g = serial();
-    let bed = Bed::up_text(&topo(""), "fflap");
+    let bed = Bed::up_text(&three_hosts(""), "fflap");
     assert!(bed.ping("h1", "10.0.0.2") && bed.ping("h1", "10.0.0.3"));
     let idle = idle_umem(&bed);
     let before = audit(&bed);
@@ -312,7 +268,7 @@ fn port_flap_under_load() {
         now, idle,
         "free UMEM chunks {now}, {idle} before the fault: a leak"
     );
-    assert!(xdp_attached(&bed), "the switch lost its XDP program");
+    assert!(bed.xdp_attached("s1"), "the switch lost its XDP program");
 }
 
 /// SIGKILL while 200 Mbit/s of UDP runs: no XDP program left; a restarted switch on the same
@@ -321,7 +277,7 @@ fn port_flap_under_load() {
 #[test]
 fn sigkill_under_load_and_restart() {
     let _g = serial();
-    let bed = Bed::up_text(&topo(""), "fkill");
+    let bed = Bed::up_text(&three_hosts(""), "fkill");
     assert!(bed.ping("h1", "10.0.0.2"));
     let idle = idle_umem(&bed);
     let load = udp_load(&bed, "h3", "h2", "10.0.0.2", "200M", 4);
@@ -334,9 +290,9 @@ fn sigkill_under_load_and_restart() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!xdp_attached(&bed), "XDP program left after SIGKILL");
+    assert!(!bed.xdp_attached("s1"), "XDP program left after SIGKILL");
     let file = std::env::temp_dir().join(format!("{}.toml", bed.name));
-    std::fs::write(&file, topo("")).unwrap();
+    std::fs::write(&file, three_hosts("")).unwrap();
     let mut child = Command::new("ip")
         .args([
             "netns",
@@ -392,7 +348,7 @@ fn sigkill_under_load_and_restart() {
     assert_eq!(now, restarted, "the restarted switch leaked UMEM chunks");
     dataplane::port::sys::signal(child.id() as i32, libc::SIGTERM);
     assert!(child.wait().expect("wait").success());
-    assert!(!xdp_attached(&bed), "XDP program left after SIGTERM");
+    assert!(!bed.xdp_attached("s1"), "XDP program left after SIGTERM");
 }
 
 /// h3's namespace is deleted while h1 sends 200 Mbit/s of UDP to h2: h3's veth vanishes with
@@ -400,7 +356,7 @@ fn sigkill_under_load_and_restart() {
 #[test]
 fn host_namespace_deleted_under_load() {
     let _g = serial();
-    let bed = Bed::up_text(&topo(""), "fns");
+    let bed = Bed::up_text(&three_hosts(""), "fns");
     assert!(bed.ping("h1", "10.0.0.2") && bed.ping("h1", "10.0.0.3"));
     let load = udp_load(&bed, "h1", "h2", "10.0.0.2", "200M", 4);
     let probe = Probe::start(&bed, "h2", "10.0.0.1");
@@ -438,7 +394,7 @@ fn host_namespace_deleted_under_load() {
 fn overload_for_10_seconds_leaks_nothing() {
     let _g = serial();
     let bed = Bed::up_text(
-        &topo(", rate = \"100Mbit\", queue_limit = \"256KiB\""),
+        &three_hosts(", rate = \"100Mbit\", queue_limit = \"256KiB\""),
         "fover",
     );
     assert!(bed.ping("h1", "10.0.0.2"));
@@ -518,7 +474,7 @@ fn overload_for_10_seconds_leaks_nothing() {
 #[test]
 fn control_socket_flood_under_load() {
     let _g = serial();
-    let bed = Bed::up_text(&topo(""), "fctl");
+    let bed = Bed::up_text(&three_hosts(""), "fctl");
     assert!(bed.ping("h1", "10.0.0.2"));
     let load = udp_load(&bed, "h3", "h2", "10.0.0.2", "200M", 4);
     let probe = Probe::start(&bed, "h1", "10.0.0.2");

@@ -5,34 +5,10 @@
 
 mod common;
 
-use common::{serial, Bed};
+use common::{serial, three_hosts, Bed};
 use dataplane::stats::SwitchSnapshot;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const TOPO: &str = r#"name = "link"
-[[switch]]
-name = "s1"
-port = [{ name = "p1" }, { name = "p2" }, { name = "p3" }]
-[[host]]
-name = "h1"
-ip = "10.0.0.1/24"
-[[host]]
-name = "h2"
-ip = "10.0.0.2/24"
-[[host]]
-name = "h3"
-ip = "10.0.0.3/24"
-[[link]]
-a = "h1"
-b = "s1:p1"
-[[link]]
-a = "h2"
-b = "s1:p2"
-[[link]]
-a = "h3"
-b = "s1:p3"
-"#;
 
 fn ip(ns: &str, args: &[&str]) {
     let out = Command::new("ip")
@@ -91,7 +67,7 @@ fn logged(bed: &Bed, what: &str, iface: &str) -> usize {
 #[test]
 fn port_down_up_and_deleted_are_logged_and_counted() {
     let _g = serial();
-    let bed = Bed::up_text(TOPO, "ls");
+    let bed = Bed::up_text(&three_hosts(""), "ls");
     let sw = bed.ns("s1");
     assert_eq!(
         flaps(&bed.stats("s1")),

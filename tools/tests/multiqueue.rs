@@ -70,14 +70,7 @@ impl Lab {
 
     /// A counter of a host interface.
     fn host_counter(&self, host: &str, name: &str) -> u64 {
-        let o = self.exec(
-            host,
-            &["cat", &format!("/sys/class/net/eth0/statistics/{name}")],
-        );
-        String::from_utf8_lossy(&o.stdout)
-            .trim()
-            .parse()
-            .expect("counter")
+        common::eth0_counter(&self.ns(host), name)
     }
 }
 

@@ -214,17 +214,11 @@ fn leafspine_routes_across_leaves_and_spreads_flows_over_both_spines() {
     }
 }
 
-fn xdp_attached(bed: &Bed, node: &str) -> bool {
-    let out = bed.run(node, &["ip", "-d", "link", "show"]);
-    let s = String::from_utf8_lossy(&out.stdout);
-    s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
-}
-
 #[test]
 fn killed_or_stopped_switch_leaves_no_xdp_program_and_restarts() {
     let _g = serial();
     let bed = Bed::up(&topo("single.toml"), "k");
-    assert!(xdp_attached(&bed, "s1"), "no XDP program while running?");
+    assert!(bed.xdp_attached("s1"), "no XDP program while running?");
     let pid = bed.pid("s1");
     dataplane::port::sys::signal(pid, libc::SIGKILL);
     let t = Instant::now();
@@ -232,7 +226,7 @@ fn killed_or_stopped_switch_leaves_no_xdp_program_and_restarts() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!xdp_attached(&bed, "s1"), "XDP program left after SIGKILL");
+    assert!(!bed.xdp_attached("s1"), "XDP program left after SIGKILL");
     // A new switch starts on the same interfaces and forwards.
     for round in 0..2 {
         let sock = format!("/tmp/{}-{round}.sock", bed.name);
@@ -256,7 +250,7 @@ fn killed_or_stopped_switch_leaves_no_xdp_program_and_restarts() {
         dataplane::port::sys::signal(child.id() as i32, libc::SIGTERM);
         let st = child.wait().expect("wait");
         assert!(st.success(), "xoff run exited with {st} on SIGTERM");
-        assert!(!xdp_attached(&bed, "s1"), "XDP program left after SIGTERM");
+        assert!(!bed.xdp_attached("s1"), "XDP program left after SIGTERM");
     }
 }
 

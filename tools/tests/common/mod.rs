@@ -51,6 +51,49 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// A counter of `eth0` in namespace `ns` (`/sys/class/net/eth0/statistics/NAME`).
+pub fn eth0_counter(ns: &str, name: &str) -> u64 {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "cat"])
+        .arg(format!("/sys/class/net/eth0/statistics/{name}"))
+        .output()
+        .expect("ip netns exec cat");
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{ns} eth0 {name}: {e}"))
+}
+
+/// Hosts h1, h2, h3 (10.0.0.1-3/24) on one switch s1 with ports p1, p2, p3; `p2` is appended
+/// to p2's table (e.g. `, rate = "100Mbit"`).
+pub fn three_hosts(p2: &str) -> String {
+    format!(
+        r#"name = "three"
+[[switch]]
+name = "s1"
+port = [{{ name = "p1" }}, {{ name = "p2"{p2} }}, {{ name = "p3" }}]
+[[host]]
+name = "h1"
+ip = "10.0.0.1/24"
+[[host]]
+name = "h2"
+ip = "10.0.0.2/24"
+[[host]]
+name = "h3"
+ip = "10.0.0.3/24"
+[[link]]
+a = "h1"
+b = "s1:p1"
+[[link]]
+a = "h2"
+b = "s1:p2"
+[[link]]
+a = "h3"
+b = "s1:p3"
+"#
+    )
+}
+
 /// A running testbed, brought down on drop.
 pub struct Bed {
     pub file: PathBuf,
@@ -104,6 +147,13 @@ impl Bed {
             .args(args)
             .output()
             .expect("ip netns exec")
+    }
+
+    /// An XDP program is attached to some interface of `node`'s namespace.
+    pub fn xdp_attached(&self, node: &str) -> bool {
+        let out = self.run(node, &["ip", "-d", "link", "show"]);
+        let s = String::from_utf8_lossy(&out.stdout);
+        s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
     }
 
     pub fn ping(&self, from: &str, to: &str) -> bool {
