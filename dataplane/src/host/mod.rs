@@ -42,6 +42,7 @@
 //! Not yet: the signals of Aquarius (per-flow PAUSE/RESUME, which the virtual-time fabric's
 //! NICs do honour) and Pyrrha (per-root pause); this stack ignores them.
 
+pub mod cc;
 pub mod fabric;
 pub mod nicq;
 pub mod report;
