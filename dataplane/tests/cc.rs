@@ -6,8 +6,8 @@
 //!   near the scheme's design point: DCTCP around its marking threshold `K` (§3.1: the
 //!   queue oscillates around K), DCQCN between RED's `K_min` and `K_max`.
 //!   (Run with `--nocapture` for the figures.)
-//! * A 16:1 incast of 1 MB flows into a PFC-enabled switch: DCQCN causes fewer PFC pauses
-//!   than the same incast without congestion control (`none`: line-rate senders).
+//! * A 16:1 incast of 8 MB flows into a PFC-enabled switch: DCQCN and HPCC cause fewer PFC
+//!   pauses than the same incast without congestion control (`none`: line-rate senders).
 
 use dataplane::fabric::probe::{PortCounter, ProbeTarget};
 use dataplane::fabric::{Fabric, FabricOptions};
@@ -24,9 +24,9 @@ const G100: u64 = 100_000_000_000;
 const US: u64 = 1_000_000;
 
 /// `n` senders h1..hn and a receiver `rx` (the last host) on one switch at 100 Gbit/s, 1 µs
-/// links, a 4 MB DSH buffer with ECN marking `ecn` (a TOML inline table) and PFC on
-/// priority 3 if `pfc`.
-fn topology(n: usize, ecn: &str, pfc: bool) -> Topology {
+/// links, a 4 MB DSH buffer with ECN marking `ecn` (a TOML inline table), PFC on priority 3
+/// if `pfc`, INT for HPCC on every port if `int`.
+fn topology(n: usize, ecn: &str, pfc: bool, int: bool) -> Topology {
     let ports: Vec<String> = (1..=n + 1)
         .map(|i| format!("{{ name = \"p{i}\" }}"))
         .collect();
@@ -39,6 +39,9 @@ fn topology(n: usize, ecn: &str, pfc: bool) -> Topology {
     );
     if pfc {
         t.push_str("pfc = { enable_mask = 8 }\n");
+    }
+    if int {
+        t.push_str("int = true\n");
     }
     for i in 1..=n + 1 {
         let name = if i == n + 1 {
@@ -90,7 +93,7 @@ struct TwoFlows {
 
 /// Two 1 GB flows h1→rx (from 0) and h2→rx (from 300 µs); measured from `from` to `to`.
 fn two_flows(cc: CcKind, ecn: &str, from: u64, to: u64) -> TwoFlows {
-    let topo = topology(2, ecn, false);
+    let topo = topology(2, ecn, false, cc == CcKind::Hpcc);
     let sched: Vec<FlowSpec> = (0..2)
         .map(|i| FlowSpec {
             id: i,
@@ -201,6 +204,7 @@ fn incast(cc: CcKind) -> Incast {
         n,
         "{ k_min_bytes = 100000, k_max_bytes = 400000, p_max = 0.2 }",
         true,
+        cc == CcKind::Hpcc,
     );
     let sched: Vec<FlowSpec> = (0..n as u32)
         .map(|i| FlowSpec {
@@ -243,11 +247,30 @@ fn incast(cc: CcKind) -> Incast {
     }
 }
 
+/// HPCC (§3.3): the window follows the INT-measured utilisation toward η = 0.95, so the
+/// bottleneck queue stays near empty and the link near 95 %. The split between the two flows
+/// settles early (52/43 Gbit/s from 1 ms on, within the 10 % band) and did not move further
+/// by 12 ms: with `W_AI` = 21 B at this T the additive term that equalises windows is slow
+/// against the multiplicative steps; not resolved yet.
 #[test]
-fn incast_16_to_1_dcqcn_fewer_pfc_pauses_than_none() {
+fn hpcc_two_flows_fair_share_queue_near_zero() {
+    let ecn = "{ enabled = false }";
+    let r = two_flows(CcKind::Hpcc, ecn, 8_000 * US, 12_000 * US);
+    check_fair("hpcc", &r);
+    println!("hpcc: link {:.1} Gbit/s", r.gbps.iter().sum::<f64>());
+    assert!(
+        r.mean_q < 3_000.0,
+        "mean queue {} B not near zero",
+        r.mean_q
+    );
+}
+
+#[test]
+fn incast_16_to_1_dcqcn_and_hpcc_fewer_pfc_pauses_than_none() {
     let none = incast(CcKind::None);
     let dcqcn = incast(CcKind::Dcqcn);
-    for (name, r) in [("none", &none), ("dcqcn", &dcqcn)] {
+    let hpcc = incast(CcKind::Hpcc);
+    for (name, r) in [("none", &none), ("dcqcn", &dcqcn), ("hpcc", &hpcc)] {
         println!(
             "16:1 incast, {name}: {} PFC pauses, peak queue {} B, drops {}, all done after {:.1} us",
             r.pauses, r.max_q, r.drops, r.last_fct_us
@@ -255,10 +278,12 @@ fn incast_16_to_1_dcqcn_fewer_pfc_pauses_than_none() {
         assert_eq!(r.drops, 0, "{name}: PFC must keep it lossless");
     }
     assert!(none.pauses > 0, "the incast must congest the switch");
-    assert!(
-        dcqcn.pauses < none.pauses,
-        "dcqcn {} vs none {}",
-        dcqcn.pauses,
-        none.pauses
-    );
+    for (name, r) in [("dcqcn", &dcqcn), ("hpcc", &hpcc)] {
+        assert!(
+            r.pauses < none.pauses,
+            "{name} {} vs none {}",
+            r.pauses,
+            none.pauses
+        );
+    }
 }

@@ -182,6 +182,12 @@ pub struct SwitchConfig {
     #[serde(default)]
     pub lb: LoadBalancer,
     // --- end issue 18 ---
+    // --- issue 19 (branch cc): HPCC ---
+    /// Append an INT record at every egress port to host-stack data packets that ask for
+    /// one (HPCC, `crate::wire::int`).
+    #[serde(default)]
+    pub int: bool,
+    // --- end issue 19 ---
 }
 
 // --- issue 18 (branch proteus): load balancing ---

@@ -546,6 +546,7 @@ impl Ctx<'_> {
             aquarius,
             lb: s.lb,
             proteus: None,
+            int: s.int,
         })
     }
 

@@ -78,6 +78,8 @@ pub struct SwitchSpec {
     pub lb: super::LoadBalancer,
     /// Proteus's view of the path model (`lb = "proteus"`, issue 18).
     pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
+    /// HPCC INT on every egress port (issue 19).
+    pub int: bool,
 }
 
 /// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the

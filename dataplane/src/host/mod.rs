@@ -126,6 +126,10 @@ pub struct Segment {
     /// ECN-capable transport (ECT(0) in the IP header): data of flows whose congestion
     /// control reads ECN.
     pub ect: bool,
+    /// HPCC data: asks the switches for INT records (an empty stack at the frame's end).
+    pub int: bool,
+    /// HPCC ACK: the INT stack of the acknowledged packet, echoed.
+    pub int_echo: Option<crate::wire::int::IntStack>,
 }
 
 impl Segment {
@@ -135,7 +139,16 @@ impl Segment {
         } else {
             0
         };
-        FRAME_OVERHEAD + self.payload + shim
+        FRAME_OVERHEAD + self.body_len() + shim
+    }
+
+    /// Bytes after the host header: the payload, at least an INT stack if it carries one.
+    pub fn body_len(&self) -> u32 {
+        if self.int || self.int_echo.is_some() {
+            self.payload.max(crate::wire::int::INT_LEN as u32)
+        } else {
+            self.payload
+        }
     }
 }
 
@@ -326,9 +339,15 @@ impl HostStack {
             if !self.on_signal(now, frame) {
                 self.counters.rx_other += 1;
             }
-        } else if let Some(h) = Header::parse(frame) {
+        } else if let Some((h, upq)) = Header::parse_shimmed(frame) {
             let ce = wire::ip_ecn(frame) == Some(3);
-            self.on_frame_ecn(now, &h, len, ce);
+            let int = (h.flags & wire::FLAG_INT != 0)
+                .then(|| {
+                    let et = if upq.is_some() { 16 } else { 12 };
+                    crate::wire::int::read(frame, et)
+                })
+                .flatten();
+            self.on_frame_fb(now, &h, len, ce, int);
         } else {
             self.counters.rx_other += 1;
         }
@@ -385,22 +404,31 @@ impl HostStack {
         true
     }
 
-    /// Handles a received host-stack frame of `len` bytes (not CE-marked).
+    /// Handles a received host-stack frame of `len` bytes (no congestion feedback on it).
     pub fn on_frame(&mut self, now: u64, h: &Header, len: u32) {
-        self.on_frame_ecn(now, h, len, false);
+        self.on_frame_fb(now, h, len, false, None);
     }
 
-    /// Handles a received host-stack frame of `len` bytes that arrived CE-marked if `ce`.
-    pub fn on_frame_ecn(&mut self, now: u64, h: &Header, len: u32, ce: bool) {
+    /// Handles a received host-stack frame of `len` bytes with its congestion feedback: it
+    /// arrived CE-marked if `ce`; `int`: the INT stack it carries (data: collected on the
+    /// way; ACK: echoed).
+    pub fn on_frame_fb(
+        &mut self,
+        now: u64,
+        h: &Header,
+        len: u32,
+        ce: bool,
+        int: Option<crate::wire::int::IntStack>,
+    ) {
         self.counters.rx_frames += 1;
         if h.is_ack() {
-            self.on_ack(now, h);
+            self.on_ack(now, h, int);
         } else {
-            self.on_data(now, h, len, ce);
+            self.on_data(now, h, len, ce, int);
         }
     }
 
-    fn on_ack(&mut self, now: u64, h: &Header) {
+    fn on_ack(&mut self, now: u64, h: &Header, int: Option<crate::wire::int::IntStack>) {
         let Some(&i) = self.tx_index.get(&h.flow) else {
             return;
         };
@@ -450,12 +478,19 @@ impl HostStack {
             snd_nxt_bytes: f.high * m,
             ece,
             cnp,
-            int: &[],
+            int: int.as_ref().map_or(&[], |s| s.hops()),
         });
         f.refresh_window(fixed, mss);
     }
 
-    fn on_data(&mut self, now: u64, h: &Header, len: u32, ce: bool) {
+    fn on_data(
+        &mut self,
+        now: u64,
+        h: &Header,
+        len: u32,
+        ce: bool,
+        int: Option<crate::wire::int::IntStack>,
+    ) {
         let mss = u64::from(self.cfg.mss);
         let r = self.rx.entry(h.flow).or_insert_with(|| RxFlow {
             rec: RxRecord {
@@ -514,6 +549,9 @@ impl HostStack {
                 self.counters.cnp_tx += 1;
             }
         }
+        if int.is_some() {
+            flags |= wire::FLAG_INT;
+        }
         let prio = self.cfg.ack_prio.unwrap_or(h.prio) & 7;
         self.acks.push_back(Segment {
             dst: u32::from(h.src_host),
@@ -531,6 +569,8 @@ impl HostStack {
             payload: 0,
             upq: None,
             ect: false,
+            int: false,
+            int_echo: int,
         });
     }
 
@@ -714,6 +754,7 @@ impl HostStack {
         let upq = self.bfc.is_some().then_some(self.tx[i].queue);
         let mss = u64::from(self.cfg.mss);
         let (ect, lag) = (self.cfg.cc.uses_ecn(), self.cfg.max_lag_ps);
+        let int = self.cfg.cc.uses_int();
         let f = &mut self.tx[i];
         let seq = f.nxt;
         if f.una == f.nxt {
@@ -734,21 +775,16 @@ impl HostStack {
         if f.rec.first_tx_ps.is_none() {
             f.rec.first_tx_ps = Some(now);
         }
-        let frame = u64::from(FRAME_OVERHEAD + payload) + if upq.is_some() { 4 } else { 0 };
-        f.cc.on_send(now, frame);
-        if let Some(r) = f.cc.rate_bps() {
-            // The flow's rate limiter: its next packet leaves one frame time at its rate later.
-            let start = f.next_tx_ps.max(now.saturating_sub(lag));
-            f.next_tx_ps = start + ser_ps(frame, r);
-        }
-        Segment {
+        let seg = Segment {
             dst: f.spec.dst,
             prio: f.spec.prio,
             hdr: Header {
                 flow: f.spec.id,
                 seq,
                 sent_ps: now,
-                flags: wire::FLAG_DATA | if retx { wire::FLAG_RETX } else { 0 },
+                flags: wire::FLAG_DATA
+                    | if retx { wire::FLAG_RETX } else { 0 }
+                    | if int { wire::FLAG_INT } else { 0 },
                 prio: f.spec.prio,
                 src_host: self.cfg.host as u16,
                 size: f.spec.size,
@@ -757,7 +793,17 @@ impl HostStack {
             payload,
             upq,
             ect,
+            int,
+            int_echo: None,
+        };
+        let frame = u64::from(seg.frame_len());
+        f.cc.on_send(now, frame);
+        if let Some(r) = f.cc.rate_bps() {
+            // The flow's rate limiter: its next packet leaves one frame time at its rate later.
+            let start = f.next_tx_ps.max(now.saturating_sub(lag));
+            f.next_tx_ps = start + ser_ps(frame, r);
         }
+        seg
     }
 
     /// Flows that have started and are not known to be done, in their NIC queues.

@@ -92,20 +92,7 @@ impl FromStr for CcKind {
     }
 }
 
-/// One INT record a switch egress port appended to a data packet (HPCC §3.2, Fig. 4: queue
-/// length, cumulative bytes transmitted, timestamp, link bandwidth).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IntHop {
-    /// Egress queue length when the packet left, bytes.
-    pub qlen_bytes: u64,
-    /// Bytes the port had transmitted when the packet left (cumulative, wraps never in
-    /// practice: u64).
-    pub tx_bytes: u64,
-    /// When the packet left, ps.
-    pub ts_ps: u64,
-    /// Link rate of the port, bit/s.
-    pub rate_bps: u64,
-}
+pub use crate::wire::int::IntHop;
 
 /// What one ACK tells the sender.
 #[derive(Debug, Clone, Copy, Default)]
