@@ -28,7 +28,8 @@
 //! `none`, `window` (the default), `dcqcn`, `dctcp`, `hpcc` (`dataplane::host::cc`); `xoff
 //! host --cc` on real frames, the stacks' `StackConfig::cc` in virtual time. DCTCP cells mark
 //! ECN at one threshold K on switches whose buffer has no `ecn` table of its own: K = 30 KB
-//! per 10 Gbit/s of port rate, `P_max` = 1 (HPCC's `simulation/run.py`, `--cc dctcp`).
+//! per 10 Gbit/s of port rate, `P_max` = 1 (HPCC's `simulation/run.py`, `--cc dctcp`); HPCC
+//! cells turn INT on at every switch (`int = true`).
 
 use crate::congestion::PortPauses;
 use crate::plot::{write_chart, Axis, Bars, Chart, Unit};
@@ -975,7 +976,8 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
             bail!("matrix.lb: `{lb}`: use ecmp, drill or proteus");
         }
     }
-    let dctcp = cell_cc(exp, p)? == CcKind::Dctcp;
+    let cc = cell_cc(exp, p)?;
+    let dctcp = cc == CcKind::Dctcp;
     let switches = v
         .get_mut("switch")
         .and_then(|s| s.as_array_mut())
@@ -1012,6 +1014,10 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
         }
         if let Some(lb) = p.get("lb") {
             t.insert("lb".into(), toml::Value::String(lb.clone()));
+        }
+        if cc.uses_int() {
+            // HPCC's senders read the INT records every switch appends.
+            t.insert("int".into(), toml::Value::Boolean(true));
         }
         if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
             if dctcp && !b.contains_key("ecn") {

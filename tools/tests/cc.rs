@@ -31,7 +31,7 @@ fn experiment_matrix_cc_selects_the_hosts_congestion_control() {
         .iter()
         .map(|c| c["params"]["cc"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(ccs, ["window", "dcqcn", "dctcp"]);
+    assert_eq!(ccs, ["window", "dcqcn", "dctcp", "hpcc"]);
     for c in cells {
         let s = &c["summary"];
         assert!(s["flows"].as_u64().unwrap_or(0) > 100, "{c}");
@@ -42,6 +42,18 @@ fn experiment_matrix_cc_selects_the_hosts_congestion_control() {
     let topo = std::fs::read_to_string(out.join("cc_dctcp_scheme_pfc/topology.toml"))
         .expect("dctcp cell topology");
     assert!(topo.contains("k_min_bytes = 30000"), "{topo}");
+    // HPCC cells turn INT on at the switch, and HPCC holds the queue far below the window
+    // cell's.
+    let topo = std::fs::read_to_string(out.join("cc_hpcc_scheme_pfc/topology.toml"))
+        .expect("hpcc cell topology");
+    assert!(topo.contains("int = true"), "{topo}");
+    let maxq = |c: &Value| c["max_queue_bytes"].as_u64().unwrap_or(0);
+    assert!(
+        maxq(&cells[3]) < maxq(&cells[0]),
+        "hpcc {} vs window {}",
+        maxq(&cells[3]),
+        maxq(&cells[0])
+    );
     let _ = std::fs::remove_dir_all(&out);
 
     let bad = std::env::temp_dir().join(format!("{}.toml", unique("ccbad")));
