@@ -377,6 +377,7 @@ impl Switch {
             counters: &self.shared.counters[p],
             pause: self.shared.afc.port(p),
             port: p,
+            int_rate_bps: self.shared.spec.int.then_some(eg.link.rate_bps),
         };
         let idle_seen = !self.rx_backlog;
         while let Some(pick) = eg.schedule(d.pause, now, idle_seen) {

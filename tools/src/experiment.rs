@@ -23,6 +23,13 @@
 //! --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim] honor_bfc`,
 //! unless the topology's `[sim]` already chooses: `honor_bfc`, or the partial-deployment
 //! `inflight_cap` for hosts that do not speak BFC).
+//!
+//! End-host congestion control (issue 19): matrix key `cc` (or `host.cc` for every cell):
+//! `none`, `window` (the default), `dcqcn`, `dctcp`, `hpcc` (`dataplane::host::cc`); `xoff
+//! host --cc` on real frames, the stacks' `StackConfig::cc` in virtual time. DCTCP cells mark
+//! ECN at one threshold K on switches whose buffer has no `ecn` table of its own: K = 30 KB
+//! per 10 Gbit/s of port rate, `P_max` = 1 (HPCC's `simulation/run.py`, `--cc dctcp`); HPCC
+//! cells turn INT on at every switch (`int = true`).
 
 use crate::congestion::PortPauses;
 use crate::plot::{write_chart, Axis, Bars, Chart, Unit};
@@ -33,7 +40,7 @@ use dataplane::fabric::{Fabric, FabricOptions, FcCounter, PortCounter, ProbeTarg
 use dataplane::host::report::{
     base_rtt_ps, ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
 };
-use dataplane::host::StackConfig;
+use dataplane::host::{cc::CcKind, StackConfig};
 use dataplane::units::{parse_rate, parse_size, parse_time};
 use dataplane::workload::{self, Arrival, Cdf, Dests, FlowSpec, IncastSpec, LoadSpec};
 use serde::{Deserialize, Serialize};
@@ -155,6 +162,8 @@ struct HostCfg {
     rate: Option<String>,
     /// NIC queues of the hosts in BFC cells (default 32).
     bfc_queues: Option<usize>,
+    /// Congestion control of every cell without a matrix `cc` (default `window`).
+    cc: Option<String>,
 }
 
 /// NIC queues of a BFC host (the fabric's `[sim] nic_bfc_queues` default).
@@ -554,8 +563,8 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     // Rates and delays do not change between cells.
     let paths = path_params(&exp, &topo0, &fname)?;
     for k in exp.matrix.keys() {
-        if !["scheme", "headroom", "lb"].contains(&k.as_str()) {
-            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb)");
+        if !["scheme", "headroom", "lb", "cc"].contains(&k.as_str()) {
+            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc)");
         }
     }
     if exp.seeds.is_empty() {
@@ -630,10 +639,12 @@ fn run_cell(p: &Plan, c: &CellSpec, out: &Path) -> Result<CellOut> {
     let topo = Topology::load(&tpath)?;
     let sched = schedule(exp, &p.paths, &p.base, &topo, c.seed, &p.fname)?;
     std::fs::write(dir.join("schedule.csv"), workload::to_csv(&sched))?;
+    let cc = cell_cc(exp, &c.params)?;
     let (res, flows, series) = match exp.mode {
-        Mode::Virtual => run_virtual(exp, &p.paths, &topo, &sched, &dir, &p.fname)?,
+        Mode::Virtual => run_virtual(exp, &p.paths, &topo, &sched, cc, &p.fname)?,
         Mode::Real => run_real(
             exp,
+            cc,
             &p.paths,
             &tpath,
             &topo,
@@ -979,6 +990,14 @@ fn cells_of(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> 
     out
 }
 
+/// A cell's congestion control: matrix `cc`, else `host.cc`, else `window`.
+fn cell_cc(exp: &ExpFile, p: &BTreeMap<String, String>) -> Result<CcKind> {
+    match p.get("cc").or(exp.host.cc.as_ref()) {
+        Some(c) => c.parse().map_err(|e| anyhow!("cc: {e}")),
+        None => Ok(CcKind::default()),
+    }
+}
+
 fn cell_label(p: &BTreeMap<String, String>, seed: u64, seeds: usize) -> String {
     let mut s: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
     if seeds > 1 {
@@ -1013,6 +1032,8 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
             bail!("matrix.lb: `{lb}`: use ecmp, drill or proteus");
         }
     }
+    let cc = cell_cc(exp, p)?;
+    let dctcp = cc == CcKind::Dctcp;
     let switches = v
         .get_mut("switch")
         .and_then(|s| s.as_array_mut())
@@ -1049,6 +1070,21 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
         }
         if let Some(lb) = p.get("lb") {
             t.insert("lb".into(), toml::Value::String(lb.clone()));
+        }
+        if cc.uses_int() {
+            // HPCC's senders read the INT records every switch appends.
+            t.insert("int".into(), toml::Value::Boolean(true));
+        }
+        if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
+            if dctcp && !b.contains_key("ecn") {
+                // DCTCP §3.1: mark above one threshold K (HPCC's run.py: 30 KB per 10 Gbit/s).
+                let mut e = toml::Table::new();
+                e.insert("k_min_bytes".into(), toml::Value::Integer(30_000));
+                e.insert("k_max_bytes".into(), toml::Value::Integer(30_000));
+                e.insert("p_max".into(), toml::Value::Float(1.0));
+                e.insert("ref_rate_bps".into(), toml::Value::Integer(10_000_000_000));
+                b.insert("ecn".into(), toml::Value::Table(e));
+            }
         }
     }
     if exp.mode == Mode::Virtual && scheme.is_some() {
@@ -1348,8 +1384,16 @@ fn per_path_ideal(exp: &ExpFile, paths: &Paths, flows: &mut [FlowResult], mss: u
     }
 }
 
-fn stack_cfg(exp: &ExpFile, host: u32, rate: u64, rtt: u64, f: &str) -> Result<StackConfig> {
+fn stack_cfg(
+    exp: &ExpFile,
+    host: u32,
+    rate: u64,
+    rtt: u64,
+    cc: CcKind,
+    f: &str,
+) -> Result<StackConfig> {
     let mut c = StackConfig::new(host, rate, rtt);
+    c.cc = cc;
     if let Some(w) = &exp.host.window {
         c.window_bytes = parse_size(w)
             .map_err(|e| anyhow!("{f}: host.window: {e}"))?
@@ -1446,7 +1490,7 @@ fn run_virtual(
     paths: &Paths,
     topo: &Topology,
     sched: &[FlowSpec],
-    _dir: &Path,
+    cc: CcKind,
     f: &str,
 ) -> Result<CellOut> {
     let (rate, rtt) = (paths.rate, paths.rtt);
@@ -1461,7 +1505,7 @@ fn run_virtual(
         } else {
             i.nic_rate_bps
         };
-        stack_cfg(exp, i.index as u32, r, rtt, f).unwrap_or_else(|e| {
+        stack_cfg(exp, i.index as u32, r, rtt, cc, f).unwrap_or_else(|e| {
             cfg_err = Some(e);
             StackConfig::new(0, r, rtt)
         })
@@ -1576,6 +1620,7 @@ fn run_virtual(
 #[allow(clippy::too_many_arguments)]
 fn run_real(
     exp: &ExpFile,
+    cc: CcKind,
     paths: &Paths,
     tpath: &Path,
     topo: &Topology,
@@ -1624,6 +1669,9 @@ fn run_real(
         }
         if let Some(r) = &exp.host.rto {
             c.args(["--rto", r]);
+        }
+        if cc != CcKind::default() {
+            c.args(["--cc", cc.as_str()]);
         }
         if topo.switches.iter().any(|s| s.scheme.is_bfc()) {
             let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);

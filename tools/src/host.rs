@@ -4,7 +4,9 @@
 //! receiver records, counters, the socket's XDP_STATISTICS). With `--bfc-queues N` it speaks
 //! BFC to its switch: N NIC queues with dynamic flow assignment, the Xoff data shim carrying
 //! each data frame's NIC queue, and Xoff signal frames pausing and resuming single queues
-//! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`).
+//! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`). `--cc` picks the flows'
+//! congestion control (DCQCN, DCTCP, HPCC; `counters.ce_rx`, `cnp_tx`, `ece_rx`, `cnp_rx`
+//! count the ECN feedback).
 
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::config::{HostInfo, Topology};
@@ -65,6 +67,11 @@ pub struct HostArgs {
     /// and resume single queues. 0: off (a NIC queue per priority).
     #[arg(long, default_value_t = 0)]
     pub bfc_queues: usize,
+    /// Congestion control of this host's flows: none, window (the fixed per-flow window,
+    /// default), dcqcn, dctcp or hpcc (`dataplane::host::cc`). DCQCN and DCTCP send data
+    /// ECN-capable and need ECN-marking switches; HPCC needs switches that append INT.
+    #[arg(long, default_value = "window")]
+    pub cc: String,
     /// Interface.
     #[arg(long, default_value = "eth0")]
     pub iface: String,
@@ -145,6 +152,7 @@ pub fn run(a: HostArgs) -> Result<i32> {
         );
     }
     cfg.bfc_queues = a.bfc_queues;
+    cfg.cc = a.cc.parse().map_err(|e| anyhow!("--cc: {e}"))?;
     cfg.max_lag_ps = 200_000_000;
     let run_ps = parse_time(&a.run).map_err(|e| anyhow!("--run: {e}"))?;
     let mss = cfg.mss;

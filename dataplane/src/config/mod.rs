@@ -220,6 +220,10 @@ pub struct SwitchConfig {
     /// fall back to normal pages with the reason logged (issue 23 item 4).
     #[serde(default)]
     pub hugepages: bool,
+    /// Append an INT record at every egress port to host-stack data packets that ask for
+    /// one (HPCC, `crate::wire::int`).
+    #[serde(default)]
+    pub int: bool,
 }
 
 // --- issue 18 (branch proteus): load balancing ---

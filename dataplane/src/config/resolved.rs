@@ -547,6 +547,7 @@ impl Ctx<'_> {
             lb: s.lb,
             proteus: None,
             hugepages: s.hugepages,
+            int: s.int,
         })
     }
 

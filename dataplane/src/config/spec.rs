@@ -84,6 +84,8 @@ pub struct SwitchSpec {
     pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
     /// Huge pages for the AF_XDP UMEM, if reserved (issue 23 item 4).
     pub hugepages: bool,
+    /// HPCC INT on every egress port (issue 19).
+    pub int: bool,
 }
 
 /// Resolved Pyrrha settings of a switch: its parameters, its id (topology index), the

@@ -42,6 +42,7 @@
 //! Not yet: the signals of Aquarius (per-flow PAUSE/RESUME, which the virtual-time fabric's
 //! NICs do honour) and Pyrrha (per-root pause); this stack ignores them.
 
+pub mod cc;
 pub mod fabric;
 pub mod nicq;
 pub mod report;
@@ -50,6 +51,7 @@ pub mod wire;
 
 use crate::units::ser_ps;
 use crate::workload::FlowSpec;
+use cc::{AckEvent, CcKind, FlowCc};
 use nicq::NicQueues;
 use report::{RxRecord, TxRecord};
 use rto::RtoEstimator;
@@ -81,6 +83,11 @@ pub struct StackConfig {
     /// BFC mode: this many NIC queues (1..=128) with dynamic flow assignment, the data shim
     /// and Xoff signal frames honoured per queue; 0: off (a NIC queue per priority).
     pub bfc_queues: usize,
+    /// Congestion control of this host's flows ([`cc`]; default `window`: the fixed
+    /// `window_bytes` cap).
+    pub cc: CcKind,
+    /// Base RTT the defaults were derived from (HPCC's `T`), ps.
+    pub base_rtt_ps: u64,
 }
 
 impl StackConfig {
@@ -99,6 +106,8 @@ impl StackConfig {
             honor_pfc: true,
             max_lag_ps: 0,
             bfc_queues: 0,
+            cc: CcKind::default(),
+            base_rtt_ps,
         }
     }
 }
@@ -114,6 +123,13 @@ pub struct Segment {
     pub payload: u32,
     /// BFC mode: the NIC queue the frame leaves from (`upstreamQ` of the data shim).
     pub upq: Option<u8>,
+    /// ECN-capable transport (ECT(0) in the IP header): data of flows whose congestion
+    /// control reads ECN.
+    pub ect: bool,
+    /// HPCC data: asks the switches for INT records (an empty stack at the frame's end).
+    pub int: bool,
+    /// HPCC ACK: the INT stack of the acknowledged packet, echoed.
+    pub int_echo: Option<crate::wire::int::IntStack>,
 }
 
 impl Segment {
@@ -123,7 +139,16 @@ impl Segment {
         } else {
             0
         };
-        FRAME_OVERHEAD + self.payload + shim
+        FRAME_OVERHEAD + self.body_len() + shim
+    }
+
+    /// Bytes after the host header: the payload, at least an INT stack if it carries one.
+    pub fn body_len(&self) -> u32 {
+        if self.int || self.int_echo.is_some() {
+            self.payload.max(crate::wire::int::INT_LEN as u32)
+        } else {
+            self.payload
+        }
     }
 }
 
@@ -147,6 +172,11 @@ struct TxFlow {
     rec: TxRecord,
     /// BFC mode: the NIC queue the flow holds.
     queue: u8,
+    /// Congestion control state, the in-flight cap it allows (packets) and, for rate-based
+    /// control, when the flow's rate limiter lets its next packet out.
+    cc: FlowCc,
+    win_pkts: u64,
+    next_tx_ps: u64,
 }
 
 impl TxFlow {
@@ -163,8 +193,16 @@ impl TxFlow {
     }
 
     /// Whether the flow has a packet the window lets out.
-    fn sendable(&self, window_pkts: u64) -> bool {
-        self.una < self.pkts && self.nxt < self.pkts && self.nxt - self.una < window_pkts
+    fn sendable(&self) -> bool {
+        self.una < self.pkts && self.nxt < self.pkts && self.nxt - self.una < self.win_pkts
+    }
+
+    /// The in-flight cap in packets after a congestion-control change.
+    fn refresh_window(&mut self, fixed_bytes: u64, mss: u32) {
+        self.win_pkts = match self.cc.window_bytes(fixed_bytes) {
+            Some(w) => w.div_ceil(u64::from(mss.max(1))).max(1),
+            None => u64::MAX,
+        };
     }
 }
 
@@ -197,6 +235,8 @@ struct RxFlow {
     ooo: std::collections::BTreeSet<u64>,
     /// Highest sequence number seen + 1.
     high: u64,
+    /// When the last CNP went to this flow's sender (DCQCN notification point).
+    last_cnp_ps: Option<u64>,
     rec: RxRecord,
 }
 
@@ -219,6 +259,12 @@ pub struct StackCounters {
     pub resumes_rx: u64,
     /// Xoff signal frames received with BFC mode off (not honoured).
     pub signals_ignored: u64,
+    /// Receiver: data frames that arrived CE-marked, and ACKs that carried a CNP.
+    pub ce_rx: u64,
+    pub cnp_tx: u64,
+    /// Sender: ACKs that echoed CE (ECE) and that carried a CNP.
+    pub ece_rx: u64,
+    pub cnp_rx: u64,
 }
 
 /// One host's sender and receiver.
@@ -293,8 +339,15 @@ impl HostStack {
             if !self.on_signal(now, frame) {
                 self.counters.rx_other += 1;
             }
-        } else if let Some(h) = Header::parse(frame) {
-            self.on_frame(now, &h, len);
+        } else if let Some((h, upq)) = Header::parse_shimmed(frame) {
+            let ce = wire::ip_ecn(frame) == Some(3);
+            let int = (h.flags & wire::FLAG_INT != 0)
+                .then(|| {
+                    let et = if upq.is_some() { 16 } else { 12 };
+                    crate::wire::int::read(frame, et)
+                })
+                .flatten();
+            self.on_frame_fb(now, &h, len, ce, int);
         } else {
             self.counters.rx_other += 1;
         }
@@ -351,22 +404,41 @@ impl HostStack {
         true
     }
 
-    /// Handles a received host-stack frame of `len` bytes.
+    /// Handles a received host-stack frame of `len` bytes (no congestion feedback on it).
     pub fn on_frame(&mut self, now: u64, h: &Header, len: u32) {
+        self.on_frame_fb(now, h, len, false, None);
+    }
+
+    /// Handles a received host-stack frame of `len` bytes with its congestion feedback: it
+    /// arrived CE-marked if `ce`; `int`: the INT stack it carries (data: collected on the
+    /// way; ACK: echoed).
+    pub fn on_frame_fb(
+        &mut self,
+        now: u64,
+        h: &Header,
+        len: u32,
+        ce: bool,
+        int: Option<crate::wire::int::IntStack>,
+    ) {
         self.counters.rx_frames += 1;
         if h.is_ack() {
-            self.on_ack(now, h);
+            self.on_ack(now, h, int);
         } else {
-            self.on_data(now, h, len);
+            self.on_data(now, h, len, ce, int);
         }
     }
 
-    fn on_ack(&mut self, now: u64, h: &Header) {
+    fn on_ack(&mut self, now: u64, h: &Header, int: Option<crate::wire::int::IntStack>) {
         let Some(&i) = self.tx_index.get(&h.flow) else {
             return;
         };
         let paused = paused_span(self.bfc.as_ref(), &self.paused_until, &self.tx[i], now);
+        let (ece, cnp) = (h.flags & wire::FLAG_ECE != 0, h.flags & wire::FLAG_CNP != 0);
+        self.counters.ece_rx += u64::from(ece);
+        self.counters.cnp_rx += u64::from(cnp);
+        let (fixed, mss) = (self.cfg.window_bytes, self.cfg.mss);
         let f = &mut self.tx[i];
+        let una0 = f.una;
         f.rec.acks_rx += 1;
         f.rec.max_rtt_ps = f.rec.max_rtt_ps.max(now.saturating_sub(h.sent_ps));
         if h.ack > f.una {
@@ -398,9 +470,27 @@ impl HostStack {
                 }
             }
         }
+        let m = u64::from(mss);
+        f.cc.on_ack(&AckEvent {
+            now,
+            acked_bytes: (f.una - una0.min(f.una)) * m,
+            ack_seq_bytes: h.ack.min(f.pkts) * m,
+            snd_nxt_bytes: f.high * m,
+            ece,
+            cnp,
+            int: int.as_ref().map_or(&[], |s| s.hops()),
+        });
+        f.refresh_window(fixed, mss);
     }
 
-    fn on_data(&mut self, now: u64, h: &Header, len: u32) {
+    fn on_data(
+        &mut self,
+        now: u64,
+        h: &Header,
+        len: u32,
+        ce: bool,
+        int: Option<crate::wire::int::IntStack>,
+    ) {
         let mss = u64::from(self.cfg.mss);
         let r = self.rx.entry(h.flow).or_insert_with(|| RxFlow {
             rec: RxRecord {
@@ -445,6 +535,23 @@ impl HostStack {
             }
         }
         r.high = r.high.max(s + 1);
+        // Congestion feedback for whichever control the sender runs: the CE echo (DCTCP) and,
+        // at most once per flow per 50 µs, a CNP (DCQCN §3.2's notification point).
+        let mut flags = wire::FLAG_ACK;
+        if ce {
+            self.counters.ce_rx += 1;
+            flags |= wire::FLAG_ECE;
+            if r.last_cnp_ps
+                .is_none_or(|t| now >= t + cc::dcqcn::CNP_INTERVAL_PS)
+            {
+                r.last_cnp_ps = Some(now);
+                flags |= wire::FLAG_CNP;
+                self.counters.cnp_tx += 1;
+            }
+        }
+        if int.is_some() {
+            flags |= wire::FLAG_INT;
+        }
         let prio = self.cfg.ack_prio.unwrap_or(h.prio) & 7;
         self.acks.push_back(Segment {
             dst: u32::from(h.src_host),
@@ -453,7 +560,7 @@ impl HostStack {
                 flow: h.flow,
                 seq: r.expected,
                 sent_ps: h.sent_ps,
-                flags: wire::FLAG_ACK,
+                flags,
                 prio,
                 src_host: self.cfg.host as u16,
                 size: h.size,
@@ -461,6 +568,9 @@ impl HostStack {
             },
             payload: 0,
             upq: None,
+            ect: false,
+            int: false,
+            int_echo: int,
         });
     }
 
@@ -499,7 +609,18 @@ impl HostStack {
                     ..TxRecord::default()
                 },
                 queue: 0,
+                cc: FlowCc::new(
+                    self.cfg.cc,
+                    now,
+                    self.cfg.rate_bps,
+                    self.cfg.base_rtt_ps,
+                    self.cfg.mss,
+                    self.cfg.window_bytes,
+                ),
+                win_pkts: self.window_pkts,
+                next_tx_ps: 0,
             });
+            self.tx[i].refresh_window(self.cfg.window_bytes, self.cfg.mss);
             self.tx_index.insert(spec.id, i);
             match self.bfc.as_mut() {
                 Some(b) => {
@@ -508,6 +629,13 @@ impl HostStack {
                     b.push(usize::from(q), i);
                 }
                 None => self.queues[usize::from(spec.prio & 7)].push_back(i),
+            }
+        }
+        let (fixed, mss) = (self.cfg.window_bytes, self.cfg.mss);
+        for f in self.tx.iter_mut().filter(|f| f.una < f.pkts) {
+            if f.cc.next_timer().is_some_and(|t| t <= now) {
+                f.cc.on_tick(now);
+                f.refresh_window(fixed, mss);
             }
         }
         self.freeze_timers(now);
@@ -587,7 +715,7 @@ impl HostStack {
                     continue; // done: leaves its queue
                 }
                 self.queues[c].push_back(i);
-                if !f.sendable(self.window_pkts) {
+                if !f.sendable() || f.next_tx_ps > now {
                     continue;
                 }
                 self.rr = (c + 1) % 8;
@@ -600,7 +728,7 @@ impl HostStack {
     /// BFC NIC queues: round robin over the queues the switch has not paused, and over the
     /// flows of each whose priority PFC has not paused.
     fn pick_bfc(&mut self, now: u64) -> Option<usize> {
-        let (tx, window) = (&self.tx, self.window_pkts);
+        let tx = &self.tx;
         let paused_until = &self.paused_until;
         self.bfc.as_mut()?.serve(|_, q| {
             for _ in 0..q.len() {
@@ -610,7 +738,10 @@ impl HostStack {
                     continue; // done: leaves its queue
                 }
                 q.push_back(i);
-                if f.sendable(window) && paused_until[usize::from(f.spec.prio & 7)] <= now {
+                if f.sendable()
+                    && f.next_tx_ps <= now
+                    && paused_until[usize::from(f.spec.prio & 7)] <= now
+                {
                     return Some(i);
                 }
             }
@@ -622,6 +753,8 @@ impl HostStack {
     fn data_segment(&mut self, i: usize, now: u64) -> Segment {
         let upq = self.bfc.is_some().then_some(self.tx[i].queue);
         let mss = u64::from(self.cfg.mss);
+        let (ect, lag) = (self.cfg.cc.uses_ecn(), self.cfg.max_lag_ps);
+        let int = self.cfg.cc.uses_int();
         let f = &mut self.tx[i];
         let seq = f.nxt;
         if f.una == f.nxt {
@@ -642,14 +775,16 @@ impl HostStack {
         if f.rec.first_tx_ps.is_none() {
             f.rec.first_tx_ps = Some(now);
         }
-        Segment {
+        let seg = Segment {
             dst: f.spec.dst,
             prio: f.spec.prio,
             hdr: Header {
                 flow: f.spec.id,
                 seq,
                 sent_ps: now,
-                flags: wire::FLAG_DATA | if retx { wire::FLAG_RETX } else { 0 },
+                flags: wire::FLAG_DATA
+                    | if retx { wire::FLAG_RETX } else { 0 }
+                    | if int { wire::FLAG_INT } else { 0 },
                 prio: f.spec.prio,
                 src_host: self.cfg.host as u16,
                 size: f.spec.size,
@@ -657,7 +792,18 @@ impl HostStack {
             },
             payload,
             upq,
+            ect,
+            int,
+            int_echo: None,
+        };
+        let frame = u64::from(seg.frame_len());
+        f.cc.on_send(now, frame);
+        if let Some(r) = f.cc.rate_bps() {
+            // The flow's rate limiter: its next packet leaves one frame time at its rate later.
+            let start = f.next_tx_ps.max(now.saturating_sub(lag));
+            f.next_tx_ps = start + ser_ps(frame, r);
         }
+        seg
     }
 
     /// Flows that have started and are not known to be done, in their NIC queues.
@@ -674,7 +820,7 @@ impl HostStack {
                 !b.is_paused(q)
                     && b.queue(q).iter().any(|&i| {
                         let f = &self.tx[i];
-                        f.sendable(self.window_pkts) && !self.paused(f.spec.prio, now)
+                        f.sendable() && !self.paused(f.spec.prio, now)
                     })
             })
         })
@@ -682,7 +828,7 @@ impl HostStack {
 
     /// Whether anything could be sent if the pacer and pauses allowed.
     fn has_work(&self) -> bool {
-        !self.acks.is_empty() || self.queued().any(|i| self.tx[i].sendable(self.window_pkts))
+        !self.acks.is_empty() || self.queued().any(|i| self.tx[i].sendable())
     }
 
     /// When the stack next needs `on_tick`/`poll_send`, after `now` (None: only on receive).
@@ -712,7 +858,13 @@ impl HostStack {
                     upd(ready.max(l));
                 }
             } else {
-                upd(ready);
+                upd(ready.max(self.paced_until(now)));
+            }
+        }
+        // Congestion-control timers (DCQCN's α, decrease and increase timers).
+        for f in self.tx.iter().filter(|f| f.una < f.pkts) {
+            if let Some(t) = f.cc.next_timer() {
+                upd(t);
             }
         }
         // Retransmission timers: a paused flow's timer is frozen until its pause ends (a PFC
@@ -728,6 +880,30 @@ impl HostStack {
             upd(resume.saturating_add(left));
         }
         t.map(|x| x.max(now.saturating_add(1)))
+    }
+
+    /// When the earliest frame that could go is let out by its flow's rate limiter: `now`
+    /// if an ACK waits or a flow is not rate-limited (always so without rate-based control).
+    fn paced_until(&self, now: u64) -> u64 {
+        if self.acks.front().is_some_and(|a| !self.paused(a.prio, now)) {
+            return now;
+        }
+        let bfc = self.bfc.as_ref();
+        self.queued()
+            .map(|i| &self.tx[i])
+            .filter(|f| {
+                f.sendable()
+                    && !self.paused(f.spec.prio, now)
+                    && !bfc.is_some_and(|b| b.is_paused(usize::from(f.queue)))
+            })
+            .map(|f| f.next_tx_ps)
+            .min()
+            .unwrap_or(now)
+    }
+
+    /// The congestion-control state of flow `id` (started flows only).
+    pub fn flow_cc(&self, id: u32) -> Option<&FlowCc> {
+        self.tx_index.get(&id).map(|&i| &self.tx[i].cc)
     }
 
     /// Whether every flow of this host has started and been fully acknowledged.

@@ -4,7 +4,7 @@
 //! sequence number, send time in ps), so fabric sinks and probes read these frames too. Then:
 //!
 //! ```text
-//! 24 flags u8 (1 DATA, 2 ACK, 4 RETX)   25 prio u8   26 source host index u16
+//! 24 flags u8 (1 DATA, 2 ACK, 4 RETX, 8 ECE, 16 CNP, 32 INT)   25 prio u8   26 source host index u16
 //! 28 flow size in bytes u64             36 cumulative ACK (next packet expected) u64
 //! ```
 //!
@@ -37,6 +37,13 @@ pub fn flow_port(flow: u32) -> u16 {
 pub const FLAG_DATA: u8 = 1;
 pub const FLAG_ACK: u8 = 2;
 pub const FLAG_RETX: u8 = 4;
+/// ACK of a packet that arrived CE-marked (the DCTCP echo).
+pub const FLAG_ECE: u8 = 8;
+/// ACK that carries a DCQCN congestion notification (CNP), as HPCC's ns-3 sends it.
+pub const FLAG_CNP: u8 = 16;
+/// Data that asks the switches for INT records / ACK that echoes them
+/// ([`crate::wire::int`]: the stack is the last `INT_LEN` bytes of the IP packet).
+pub const FLAG_INT: u8 = crate::wire::int::FLAG_INT;
 
 /// The host header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -140,16 +147,33 @@ pub fn emit_segment(me: &HostInfo, peer: &PeerAddr, seg: &Segment, buf: &mut [u8
         },
         prio: seg.prio,
         vlan: false,
-        ecn: false,
+        ecn: seg.ect,
     };
-    let len = (FRAME_OVERHEAD + seg.payload) as usize;
+    let len = (FRAME_OVERHEAD + seg.body_len()) as usize;
     emit_frame(&tmpl, &seg.hdr, buf, len);
+    if seg.int || seg.int_echo.is_some() {
+        // HPCC: the INT stack at the end of the IP packet, empty on data (the switches fill
+        // it), the echoed one on ACKs.
+        let at = len - crate::wire::int::INT_LEN;
+        seg.int_echo.unwrap_or_default().emit(&mut buf[at..len]);
+    }
     match seg.upq {
         Some(q) => ShimRepr { upstream_q: q }
             .push(buf, len)
             .map_or(len as u32, |n| n as u32),
         None => len as u32,
     }
+}
+
+/// The ECN field of an IPv4 frame (with or without the data shim): 3 is CE.
+pub fn ip_ecn(frame: &[u8]) -> Option<u8> {
+    let et = if upstream_q(frame).is_some() {
+        shim::SHIM_OFF + shim::SHIM_LEN
+    } else {
+        shim::SHIM_OFF
+    };
+    let tos = frame.get(et + 2 + 1)?;
+    (frame.get(et..et + 2)? == EtherType::IPV4.to_be_bytes()).then_some(tos & 3)
 }
 
 /// Whether `frame` is an Xoff signal frame (EtherType 0x88B5).

@@ -61,6 +61,8 @@ pub(crate) struct Departure<'a> {
     pub ledger: &'a crate::audit::Ledger,
     pub pause: &'a PauseRegs,
     pub port: usize,
+    /// HPCC INT on this port: its link rate (bit/s), else `None`.
+    pub int_rate_bps: Option<u64>,
 }
 
 impl Departure<'_> {
@@ -79,6 +81,9 @@ impl Departure<'_> {
         let Some(q) = q else { return pkt.len };
         self.ledger.departed(pkt.in_port, pkt.prio);
         let bytes = eg.qs.data[q].bytes();
+        if let Some(rate) = self.int_rate_bps {
+            self.append_int(eg, mem, pkt, rate, now);
+        }
         let mut wire = pkt.len;
         if self.schemes.per_packet() {
             let view = PortView {
@@ -97,6 +102,28 @@ impl Departure<'_> {
         let req = BufReq::leaving(pkt, self.port, q);
         self.buffer.release(&req, pkt.tag, now);
         wire
+    }
+
+    /// HPCC §3.2 (as HPCC's ns-3 `SwitchNotifyDequeue` pushes it): the port's record on a
+    /// host-stack data packet that asks for INT, as it leaves: bytes still queued at the
+    /// port, bytes the port has sent with this packet, the time, the link rate. Written
+    /// before a scheme may push the data shim (the stack is found behind an untagged or
+    /// VLAN-tagged IPv4 header).
+    fn append_int<M: FrameMem>(&self, eg: &Egress, mem: &mut M, pkt: &Pkt, rate: u64, now: u64) {
+        if pkt.l3_type != crate::wire::EtherType::IPV4 {
+            return;
+        }
+        let sent: u64 = self.counters.queues.iter().map(|c| c.deq_bytes.get()).sum();
+        let hop = crate::wire::int::IntHop {
+            qlen_bytes: eg.qs.data_bytes(),
+            tx_bytes: sent + u64::from(pkt.len),
+            ts_ps: now,
+            rate_bps: rate,
+        };
+        let n = pkt.len as usize;
+        mem.with_mut(pkt.frame, |d| {
+            crate::wire::int::append_hop(&mut d[..n], &hop)
+        });
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod data;
 pub mod ethernet;
+pub mod int;
 pub mod ipv4;
 pub mod ipv6;
 pub mod udp;
