@@ -95,7 +95,11 @@ rss() { # switch -> VmRSS in KiB
   awk '/VmRSS/ {print $2}' "/proc/$(cat /run/xoff/$name/$1.pid)/status"
 }
 switches="leaf1 leaf2 leaf3 spine1 spine2"
-printf '%-6s' min; for s in $switches; do printf ' %10s' "$s"; done; echo "   (RSS KiB)"
+lossless() { # lossless frames lost so far, all switches (the audit is live: a few in motion)
+  "$xoff" testbed audit "$topo" --name "$name" --json 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["lossless_lost"])' || echo "?"
+}
+printf '%-6s' min; for s in $switches; do printf ' %10s' "$s"; done; echo "   (RSS KiB)   lossless lost so far"
 declare -A base
 fail=0
 for m in $(seq 1 "$minutes"); do
@@ -107,7 +111,7 @@ for m in $(seq 1 "$minutes"); do
       awk -v r="$r" -v b="${base[$s]}" 'BEGIN { exit !(r > b * 1.05 || r < b * 0.95) }' && { fail=1; echo -n " <- $s RSS moved >5%"; }
     fi
   done
-  echo
+  printf '   %s\n' "$(lossless)"
 done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
@@ -125,6 +129,13 @@ print(f"testbed audit: {'balanced' if a['balanced'] else 'NOT BALANCED'}; lost {
 for s in a["switches"]:
     if not s["balanced"] or s["lossless_lost"]:
         print(f"  {s['switch']}: balanced {s['balanced']}, lossless lost {s['lossless_lost']}")
+        for p in s["ports"]:
+            why = {k: v for r in p["prios"] if r["lossless"] for k, v in r["dropped"].items()}
+            for k in ("ring_lost", "wire_dropped", "kernel_tx_dropped"):
+                if p.get(k):
+                    why[k] = p[k]
+            if why:
+                print(f"    port {p['name']}: {why}")
 sys.exit(0 if a["balanced"] and a["lossless_lost"] == 0 and consumed > 0 and malformed > 0 else 1)
 EOF
 python3 - "$work/out" <<'EOF' || fail=1
