@@ -148,6 +148,10 @@ const MAX_GREY_LINKS: usize = 24;
 /// Paused hosts drawn one by one at most; beyond, one node per switch.
 const MAX_HOSTS: usize = 16;
 
+/// Edges labelled in a dense graph: the heaviest ones and every host edge. A Clos with BFC
+/// pausing on every uplink has ~130 edges; labelled, Graphviz spread them over 13 000 px.
+const MAX_LABELS: usize = 24;
+
 /// Graphviz source: every switch, the hosts that were paused, switch-to-switch links in grey,
 /// and one red edge per pausing port toward the node it paused, wider for longer or more
 /// pauses.
@@ -263,14 +267,43 @@ pub fn dot(title: &str, topo: &Topology, pauses: &[PortPauses]) -> String {
         .iter()
         .map(|l| weight(&l.sum))
         .fold(f64::MIN_POSITIVE, f64::max);
-    for l in &lines {
-        let w = 1.0 + 5.0 * weight(&l.sum) / heaviest;
+    // With many edges only the heaviest switch-to-switch ones keep a label (width still
+    // shows every edge's weight); the title says so.
+    let labelled: Vec<bool> = if lines.len() <= MAX_LABELS {
+        vec![true; lines.len()]
+    } else {
+        let mut by_weight: Vec<usize> = (0..lines.len()).collect();
+        by_weight.sort_by(|&a, &b| weight(&lines[b].sum).total_cmp(&weight(&lines[a].sum)));
+        let mut keep = vec![false; lines.len()];
+        for &i in by_weight.iter().take(MAX_LABELS) {
+            keep[i] = true;
+        }
+        for (k, l) in keep.iter_mut().zip(&lines) {
+            *k |= l.host_ports > 0 || is_host(&l.to);
+        }
         let _ = writeln!(
             s,
-            "  {} -> {} [color=\"#c0392b\", penwidth={w:.1}, label={}];",
+            "  label={}; labelloc=t; fontsize=18;",
+            q(&format!(
+                "{title}: who paused whom (edge: pausing port → paused neighbour; width: pause \
+                 time or count; labels on the {MAX_LABELS} heaviest of {} switch edges)",
+                lines.len()
+            ))
+        );
+        keep
+    };
+    for (l, &lab) in lines.iter().zip(&labelled) {
+        let w = 1.0 + 5.0 * weight(&l.sum) / heaviest;
+        let label = if lab {
+            format!(", label={}", q(&l.label()))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "  {} -> {} [color=\"#c0392b\", penwidth={w:.1}{label}];",
             q(&l.from),
-            q(&l.to),
-            q(&l.label())
+            q(&l.to)
         );
     }
     let _ = writeln!(s, "}}");
@@ -418,5 +451,54 @@ b = "s2:p2"
             "{d}"
         );
         assert!(!d.contains("\"h3\""), "{d}");
+    }
+
+    #[test]
+    fn a_dense_fabric_labels_only_its_heaviest_edges() {
+        let mut t = String::from("name = \"clos\"\n");
+        for l in 0..8 {
+            t += &format!("[[switch]]\nname = \"leaf{l}\"\nport = [{{ name = \"h\" }}");
+            for u in 0..8 {
+                t += &format!(", {{ name = \"up{u}\" }}");
+            }
+            t += "]\n";
+        }
+        for u in 0..8 {
+            t += &format!("[[switch]]\nname = \"spine{u}\"\nport = [");
+            t += &(0..8)
+                .map(|l| format!("{{ name = \"l{l}\" }}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            t += "]\n";
+        }
+        for l in 0..8 {
+            t += &format!("[[host]]\nname = \"h{l}\"\nip = \"10.0.{l}.1/24\"\n");
+            t += &format!("[[link]]\na = \"h{l}\"\nb = \"leaf{l}:h\"\n");
+            for u in 0..8 {
+                t += &format!("[[link]]\na = \"leaf{l}:up{u}\"\nb = \"spine{u}:l{l}\"\n");
+            }
+        }
+        let topo = Topology::parse(&t, Path::new("clos.toml")).unwrap();
+        let pauses: Vec<PortPauses> = (0..8u64)
+            .flat_map(|l| (0..8u64).map(move |u| (l, u)))
+            .map(|(l, u)| PortPauses {
+                switch: format!("leaf{l}"),
+                port: format!("up{u}"),
+                bfc: 1 + l * 8 + u,
+                ..Default::default()
+            })
+            .collect();
+        let d = dot("cell", &topo, &pauses);
+        assert_eq!(d.matches(" -> ").count(), 64, "{d}");
+        assert_eq!(d.matches(", label=").count(), MAX_LABELS, "{d}");
+        // The heaviest edge (leaf7 up7, 64 pauses) keeps its label; the lightest does not.
+        assert!(
+            d.contains(r##""leaf7" -> "spine7" [color="#c0392b", penwidth=6.0, label="##),
+            "{d}"
+        );
+        assert!(
+            d.contains(r##""leaf0" -> "spine0" [color="#c0392b", penwidth=1.1];"##),
+            "{d}"
+        );
     }
 }
