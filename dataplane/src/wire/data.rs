@@ -216,9 +216,10 @@ pub fn magic_payload(frame: &[u8], len: usize) -> Option<&[u8]> {
     magic_payload_at(frame, 12, len)
 }
 
-/// [`magic_payload`] of a frame whose EtherType sits at `et_off` (16 behind the Xoff data
-/// shim).
-pub fn magic_payload_at(frame: &[u8], et_off: usize, len: usize) -> Option<&[u8]> {
+/// The UDP payload of an IPv4 frame (untagged or behind one VLAN tag) whose EtherType sits
+/// at `et_off`, as `(start, end)` offsets (end: the IP packet's end), or `None` if it is not
+/// one.
+pub(crate) fn udp_payload(frame: &[u8], et_off: usize) -> Option<(usize, usize)> {
     let mut off = et_off + 2;
     let mut et = u16::from_be_bytes([*frame.get(et_off)?, *frame.get(et_off + 1)?]);
     if et == EtherType::VLAN {
@@ -232,8 +233,17 @@ pub fn magic_payload_at(frame: &[u8], et_off: usize, len: usize) -> Option<&[u8]
     if ip.protocol() != 17 {
         return None;
     }
-    let start = off + ip.header_len() + udp::HEADER_LEN;
-    if start + len > off + usize::from(ip.total_len()) {
+    Some((
+        off + ip.header_len() + udp::HEADER_LEN,
+        off + usize::from(ip.total_len()),
+    ))
+}
+
+/// [`magic_payload`] of a frame whose EtherType sits at `et_off` (16 behind the Xoff data
+/// shim).
+pub fn magic_payload_at(frame: &[u8], et_off: usize, len: usize) -> Option<&[u8]> {
+    let (start, end) = udp_payload(frame, et_off)?;
+    if start + len > end {
         return None;
     }
     let p = frame.get(start..start + len)?;

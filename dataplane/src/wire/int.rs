@@ -18,7 +18,6 @@
 //! All big-endian. HPCC's ns-3 keeps at most 5 hops (`IntHeader::maxHop`).
 
 use super::data::{DATA_HEADER_LEN, DATA_MAGIC};
-use super::{udp, EtherType, Ipv4Packet};
 
 /// Hops a stack holds.
 pub const MAX_HOPS: usize = 5;
@@ -109,21 +108,7 @@ fn emit_hop(r: &mut [u8], h: &IntHop) {
 /// flags)`, or `None` for a frame that is not one (or too short to hold a stack behind its
 /// header). `et_off`: offset of the EtherType (12, or 16 behind the Xoff data shim).
 pub fn locate(frame: &[u8], et_off: usize) -> Option<(usize, u8)> {
-    let mut off = et_off + 2;
-    let mut et = u16::from_be_bytes([*frame.get(et_off)?, *frame.get(et_off + 1)?]);
-    if et == EtherType::VLAN {
-        et = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
-        off += 4;
-    }
-    if et != EtherType::IPV4 {
-        return None;
-    }
-    let ip = Ipv4Packet::new_checked(frame.get(off..)?).ok()?;
-    if ip.protocol() != 17 {
-        return None;
-    }
-    let payload = off + ip.header_len() + udp::HEADER_LEN;
-    let end = off + usize::from(ip.total_len());
+    let (payload, end) = super::data::udp_payload(frame, et_off)?;
     if end > frame.len() || end < payload + HOST_HEADER_LEN + INT_LEN {
         return None;
     }
