@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{repo, serial, unique, xoff, Bed};
+use common::{read_output, repo, serial, unique, unix_ns, xoff, Bed, Children};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// `deploy/experiments/websearch-cc.toml`: every cell completes every flow, the cells are
 /// not copies of each other (DCQCN changes the run), and a bad name is refused.
@@ -129,40 +129,11 @@ b = "s1:p3"
 
 const HOSTS: [&str; 3] = ["h1", "h2", "rx"];
 
-/// Kills the `xoff host` processes this test started if it fails before they exit.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-fn unix_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
 fn sleep_until_ns(t: u128) {
     let now = unix_ns();
     if t > now {
         std::thread::sleep(Duration::from_nanos((t - now) as u64));
     }
-}
-
-fn read_output(dir: &Path, h: &str) -> Value {
-    let p = dir.join(format!("{h}.json"));
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(dir.join(format!("{h}.log"))).unwrap_or_default();
-        panic!("{}: {e}; log: {log}", p.display())
-    });
-    serde_json::from_str(&text).expect("host JSON")
 }
 
 /// Bytes the switch received on ports p1 and p2 (from h1 and h2).

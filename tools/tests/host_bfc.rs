@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{serial, unique, xoff, Bed};
+use common::{read_output, serial, unique, unix_ns, xoff, Bed, Children};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const TOPOLOGY: &str = r#"# 3:1 incast through one BFC switch (tools/tests/host_bfc.rs).
 # `hrtt` adds a software response term, as in chain-bfc.toml.
@@ -59,26 +59,6 @@ b = "s1:p4"
 
 const HOSTS: [&str; 4] = ["h1", "h2", "h3", "rx"];
 const FLOWS: u64 = 6;
-
-/// Kills the `xoff host` processes this test started if it fails before they exit.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-fn unix_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
 
 struct Cell {
     hosts: Vec<Value>,
@@ -134,15 +114,6 @@ fn incast(topo: &Path, bfc: bool) -> Cell {
     drop(bed);
     let _ = std::fs::remove_dir_all(&dir);
     Cell { hosts, switch }
-}
-
-fn read_output(dir: &Path, h: &str) -> Value {
-    let p = dir.join(format!("{h}.json"));
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(dir.join(format!("{h}.log"))).unwrap_or_default();
-        panic!("{}: {e}; log: {log}", p.display())
-    });
-    serde_json::from_str(&text).expect("host JSON")
 }
 
 fn n(v: &Value) -> u64 {

@@ -94,6 +94,37 @@ b = "s1:p3"
     )
 }
 
+/// Kills the `xoff host` processes a test started if it fails before they exit.
+pub struct Children(pub Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Unix time in ns (what `xoff host --start-at` takes).
+pub fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// An `xoff host`'s `<host>.json` in `dir`; its log in the panic message if it wrote none.
+pub fn read_output(dir: &Path, h: &str) -> serde_json::Value {
+    let p = dir.join(format!("{h}.json"));
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(dir.join(format!("{h}.log"))).unwrap_or_default();
+        panic!("{}: {e}; log: {log}", p.display())
+    });
+    serde_json::from_str(&text).expect("host JSON")
+}
+
 /// A running testbed, brought down on drop.
 pub struct Bed {
     pub file: PathBuf,
