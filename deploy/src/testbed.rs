@@ -17,6 +17,8 @@
 //! itself: a node reaches other machines only through its tunnels. A device's MTU is its
 //! link's `mtu` (default 1500), and the underlay interface needs 50 B more (1550 by default);
 //! `up` checks that before building. GRO is off on them: merged frames would exceed the switch's AF_XDP frames.
+//! Veths between two switches get 16 B more MTU than their ports' (the Xoff data shim of
+//! Proteus rides inside full-size frames there); hosts keep their MTU.
 //! `down --machine M` removes M's switches, namespaces (with their tunnels) and run files only;
 //! the run directory goes with the last machine. Without `--machine` every node is local and
 //! every link a veth, as for a file without machines.
@@ -48,6 +50,17 @@ pub enum TestbedError {
 }
 
 type Result<T> = std::result::Result<T, TestbedError>;
+
+/// MTU room a switch-to-switch veth gets above its ports' MTU: the longest Xoff data shim
+/// (Proteus's version 2, 16 B; BFC's and Aquarius's version 1 is 4 B and fits the VLAN-tag
+/// allowance a veth has anyway).
+const SHIM_ROOM: u32 = {
+    let (v1, v2) = (
+        flowctl::wire::shim::SHIM_LEN,
+        flowctl::wire::proteus::SHIM_LEN,
+    );
+    (if v1 > v2 { v1 } else { v2 }) as u32
+};
 
 /// The run directory of testbed `name`.
 pub fn run_dir(name: &str) -> PathBuf {
@@ -398,6 +411,20 @@ impl Testbed {
                 q,
             ]
             .concat())?;
+            if let (Peer::Port(sa, pa), Peer::Port(sb, pb)) = (a, b) {
+                // A link between two switches carries the Xoff data shim inside full-size
+                // frames, and a veth drops frames longer than its peer's MTU + 18 B: give it
+                // the largest shim's room, as fabrics give inter-switch links a larger MTU.
+                let mtu = self
+                    .resolved
+                    .port(sa, pa)
+                    .mtu
+                    .max(self.resolved.port(sb, pb).mtu)
+                    + SHIM_ROOM;
+                for tmp in [&tmp_a, &tmp_b] {
+                    sh(&["ip", "link", "set", tmp, "mtu", &mtu.to_string()])?;
+                }
+            }
             for (tmp, e) in [(&tmp_a, a), (&tmp_b, b)] {
                 sh(&["ip", "link", "set", tmp, "netns", &self.ns(self.node_of(e))])?;
                 self.attach(tmp, e)?;

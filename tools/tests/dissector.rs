@@ -626,11 +626,8 @@ fn captured_proteus_frames_from_a_leaf_spine() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    // MSS 1400: a full-size frame plus the 16-byte version-2 shim is longer than a veth
-    // carries (1500 + 14 + 4 bytes), so full-size TCP does not get through Proteus switches
-    // on veths (measured: 0.0 Mbit/s with the default MSS, ~400 with 1400; reported to the
-    // lead as an issue-18 finding, not this test's subject).
-    let v = bed.iperf("h11", &["-c", "10.0.2.1", "-t", "2", "-M", "1400"]);
+    // Full-size frames: the switch-to-switch veths have room for the 16-byte version-2 shim.
+    let v = bed.iperf("h11", &["-c", "10.0.2.1", "-t", "2"]);
     // Not asserted: the rate is not what this test is about (the frames are).
     eprintln!(
         "iperf3 h11 -> h21 through Proteus: {:.1} Mbit/s",
