@@ -8,7 +8,7 @@
 //! with the NIC rate and the longest base RTT, here the only one: 2 links). One difference:
 //! `tests/cc.rs` sets a 10 ms RTO, `xoff sim` keeps the default (max(1 ms, 4 × base RTT)).
 //! DCTCP and HPCC never time out (checked), so their figures are `tests/cc.rs`'s to the
-//! digit (50.32/48.37 Gbit/s, queue 18 391 B; 51.77/43.13 Gbit/s, 440 B). DCQCN starts both
+//! digit (50.32/48.37 Gbit/s, queue 18 391 B; 46.89/47.89 Gbit/s, 334 B). DCQCN starts both
 //! flows at line rate and the switch drops ~700 packets (`lossless_overflow`, no PFC) in the
 //! start transient of both runs: `tests/cc.rs` recovers with one timeout per flow at 10 ms,
 //! `xoff sim` with two at 1 and 2 ms (backoff); by the 50-100 ms window both runs measure
