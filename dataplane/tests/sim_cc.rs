@@ -323,3 +323,85 @@ fn sim_cc_config_errors() {
     )
     .unwrap();
 }
+
+/// HPCC's INT check follows every fewest-hop path (ECMP may take any): on
+/// `deploy/sim/drill-leafspine.toml` (4 leaves, 4 spines) with INT on every switch but
+/// `spine4`, a flow between two leaves is refused naming `spine4`; one inside a leaf builds.
+#[test]
+fn sim_hpcc_int_check_covers_every_equal_cost_path() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/sim/drill-leafspine.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // The topology without its UDP-like flows, INT on all switches but spine4.
+    let mut t = text[..text.find("\n[[flow]]").unwrap()].to_string();
+    for sw in [
+        "leaf1", "leaf2", "leaf3", "leaf4", "spine1", "spine2", "spine3",
+    ] {
+        let at = format!("name = \"{sw}\"\n");
+        assert!(t.contains(&at), "{sw}");
+        t = t.replace(&at, &format!("{at}int = true\n"));
+    }
+    let flow = |dst: &str| {
+        format!("{t}\n[[flow]]\nname = \"f0\"\nsrc = \"h1\"\ndst = \"{dst}\"\ncc = \"hpcc\"\nsize = \"1MB\"\n")
+    };
+    let topo = |s: &str| Topology::parse(s, Path::new("leafspine.toml")).unwrap();
+    let err = match Fabric::new(&topo(&flow("h5")), &FabricOptions::default()) {
+        Ok(_) => panic!("h1 -> h5 crosses spine4, which has no INT"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("flow[0].cc") && err.contains("`spine4`"),
+        "{err}"
+    );
+    Fabric::new(&topo(&flow("h2")), &FabricOptions::default()).unwrap();
+}
+
+/// `deploy/sim/cc-dumbbell.toml` as `xoff sim` loads it: both DCTCP flows complete without
+/// loss, and while both run (0.5-2.9 ms: the second starts at 200 µs, the first finishes
+/// near 2.95 ms) they share the 100 Gbit/s uplink within 10 % and its queue sits near
+/// K = 20 KB (DCTCP §3.1), from the file's own probes.
+#[test]
+fn sim_cc_dumbbell_example() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/sim/cc-dumbbell.toml");
+    let mut fab = Fabric::load(&file, &FabricOptions::default()).unwrap();
+    fab.run();
+    let rep = fab.report();
+    for f in &rep.flows {
+        let c = f.cc.as_ref().unwrap();
+        assert!(c.completed && c.retx == 0 && f.lost == 0, "{}", f.name);
+    }
+    let (from, to) = (500 * US, 2_900 * US);
+    let p = fab.probes();
+    let at = |col: &str, t: u64| {
+        let s = p.series(col).unwrap();
+        s.iter()
+            .rev()
+            .find(|&&(x, _)| x <= t)
+            .map_or(0, |&(_, v)| v)
+    };
+    let secs = (to - from) as f64 / 1e12;
+    let gbps: Vec<f64> = ["a_rx", "b_rx"]
+        .iter()
+        .map(|c| (at(c, to) - at(c, from)) as f64 * 8.0 / secs / 1e9)
+        .collect();
+    let q: Vec<u64> = p
+        .series("q")
+        .unwrap()
+        .into_iter()
+        .filter(|&(t, _)| (from..=to).contains(&t))
+        .map(|(_, v)| v)
+        .collect();
+    let mean_q = q.iter().sum::<u64>() as f64 / q.len() as f64;
+    println!(
+        "cc-dumbbell: {:.2} and {:.2} Gbit/s, uplink queue mean {mean_q:.0} B",
+        gbps[0], gbps[1]
+    );
+    let fair = (gbps[0] + gbps[1]) / 2.0;
+    for g in &gbps {
+        assert!((g - fair).abs() <= 0.1 * fair, "{gbps:?}");
+    }
+    assert!(fair * 2.0 > 80.0, "{gbps:?}");
+    assert!(
+        mean_q > 10_000.0 && mean_q < 40_000.0,
+        "queue {mean_q} not near K"
+    );
+}
