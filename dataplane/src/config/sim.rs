@@ -39,7 +39,11 @@
 //! with the parameters `xoff experiment` gives a cell (`StackConfig::new` with the host's NIC
 //! rate and the longest host-to-host base RTT; `crate::fabric::build`), so it has no `rate`, `stop`, `pkt`, `pattern`, `on`, `off`, `random_periods`, `vlan`,
 //! `ecn`, `sport` or `dport` (the stack paces, sizes frames and picks the ports itself). A
-//! host that sends or receives a `cc` flow takes part in no other kind of flow.
+//! host that sends or receives a `cc` flow takes part in no other kind of flow, and runs
+//! one congestion control for all the flows it sends. `[sim] duration` does not stop a `cc`
+//! flow (it ends when its last byte is acknowledged; `max_time` caps the run). Its hosts
+//! honour PFC in the stack's own per-priority queues, as `xoff experiment`'s do (their
+//! fabric NICs' `honor_pfc` is turned off so the frames reach the stack).
 
 use crate::units::{Rate, Size, Time};
 use serde::Deserialize;
