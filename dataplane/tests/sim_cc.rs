@@ -312,6 +312,17 @@ fn sim_cc_config_errors() {
         false,
     );
     assert!(e.contains("flow[1].cc") && e.contains("`f0`"), "{e}");
+    // The same, after h1 received a cc flow first: the message names the flow h1 sends.
+    let e = build_err(
+        "[[flow]]\nname = \"in\"\nsrc = \"h2\"\ndst = \"h1\"\ncc = \"dcqcn\"\nsize = \"1MB\"\n\
+         [[flow]]\nname = \"out\"\nsrc = \"h1\"\ndst = \"rx\"\ncc = \"dctcp\"\nsize = \"1MB\"\n\
+         [[flow]]\nname = \"out2\"\nsrc = \"h1\"\ndst = \"h2\"\ncc = \"dcqcn\"\nsize = \"1MB\"\n",
+        false,
+    );
+    assert!(
+        e.contains("flow[2].cc") && e.contains("`out`") && !e.contains("`in`"),
+        "{e}"
+    );
     // With INT on, the HPCC flows build.
     let ok = format!(
         "{base}cc = \"hpcc\"\nsize = \"1MB\"\n\

@@ -223,6 +223,8 @@ impl<'a> Builder<'a> {
         // Per host: the first flow of each kind it sends or receives (UDP-like, cc).
         let mut udp_at: Vec<Option<usize>> = vec![None; hosts.len()];
         let mut cc_at: Vec<Option<usize>> = vec![None; hosts.len()];
+        // Per host: the first cc flow it sends (whose cc its stack runs).
+        let mut first_sent: Vec<Option<usize>> = vec![None; hosts.len()];
         for (i, f) in self.t.flows.iter().enumerate() {
             if f.cc.is_some() {
                 let (spec, kind, rec) = self.cc_flow(i, f, hosts, &mut names)?;
@@ -231,9 +233,8 @@ impl<'a> Builder<'a> {
                     cc_at[h].get_or_insert(i);
                 }
                 let src = spec.src as usize;
-                match cc.kind[src] {
-                    Some(k) if k != kind => {
-                        let j = cc_at[src].unwrap_or(i);
+                match (cc.kind[src], first_sent[src]) {
+                    (Some(k), Some(j)) if k != kind => {
                         return Err(self.err(
                             format!("flow[{i}].cc"),
                             format!(
@@ -244,7 +245,10 @@ impl<'a> Builder<'a> {
                             ),
                         ));
                     }
-                    _ => cc.kind[src] = Some(kind),
+                    _ => {
+                        cc.kind[src] = Some(kind);
+                        first_sent[src].get_or_insert(i);
+                    }
                 }
                 cc.specs.push(spec);
                 records.push(rec);
