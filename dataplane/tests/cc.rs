@@ -249,9 +249,10 @@ fn incast(cc: CcKind) -> Incast {
 
 /// HPCC (§3.3): the window follows the INT-measured utilisation toward η = 0.95, so the
 /// bottleneck queue stays near empty and the link near 95 %. The split between the two flows
-/// settles early (52/43 Gbit/s from 1 ms on, within the 10 % band) and did not move further
-/// by 12 ms: with `W_AI` = 21 B at this T the additive term that equalises windows is slow
-/// against the multiplicative steps; not resolved yet.
+/// is set by the second flow's start and then barely moves (`W_AI` = 21 B at this T
+/// equalises windows slowly): it was 51.8/43.1 Gbit/s while a new flow's utilisation
+/// estimate started at 0 (it read the busy link as idle at first), and is 46.9/47.9 with
+/// ns-3's initial U = 1 (`host::cc::hpcc::Hpcc::new`).
 #[test]
 fn hpcc_two_flows_fair_share_queue_near_zero() {
     let ecn = "{ enabled = false }";

@@ -40,7 +40,7 @@ use dataplane::fabric::{Fabric, FabricOptions, FcCounter, PortCounter, ProbeTarg
 use dataplane::host::report::{
     base_rtt_ps, ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
 };
-use dataplane::host::{cc::CcKind, StackConfig};
+use dataplane::host::{cc::CcKind, paths::HostGraph, StackConfig};
 use dataplane::units::{parse_rate, parse_size, parse_time};
 use dataplane::workload::{self, Arrival, Cdf, Dests, FlowSpec, IncastSpec, LoadSpec};
 use serde::{Deserialize, Serialize};
@@ -1230,14 +1230,14 @@ struct Paths {
     /// Base RTT for default windows (and every ideal FCT with `host.base_rtt`): the longest
     /// host-to-host path's, so a window of one BDP fills every path.
     rtt: u64,
-    /// Per source and destination host (see [`Graph::rtts`]).
+    /// Per source and destination host (see [`HostGraph::rtts`]).
     rtts: Vec<Vec<Option<u64>>>,
     /// The first host's NIC rate (load workloads: the rate `load` is a fraction of).
     nic_rate: u64,
 }
 
 fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
-    let g = Graph::new(topo)?;
+    let g = HostGraph::new(&topo.resolve()?);
     let rate = match &exp.host.rate {
         Some(r) => parse_rate(r).map_err(|e| anyhow!("{f}: host.rate: {e}"))?,
         None => g
@@ -1273,95 +1273,6 @@ fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
         rtts,
         nic_rate: g.access.iter().flatten().next().map_or(0, |&(r, _)| r),
     })
-}
-
-/// The links of a topology: hosts are nodes `0..hosts`, switches follow. A link runs at its
-/// switch ports' rate and delay (the slower and longer of the two between switches).
-struct Graph {
-    hosts: usize,
-    adj: Vec<Vec<(usize, (u64, u64))>>,
-    /// Per host: its link to a switch (rate bit/s, delay ps), if linked.
-    access: Vec<Option<(u64, u64)>>,
-}
-
-impl Graph {
-    fn new(topo: &Topology) -> Result<Graph> {
-        use dataplane::config::Peer;
-        let r = topo.resolve()?;
-        let nh = r.hosts.len();
-        let node = |e: Peer| -> Option<(usize, Option<(u64, u64)>)> {
-            match e {
-                Peer::None => None,
-                Peer::Host(h) => Some((h as usize, None)),
-                Peer::Port(s, p) => {
-                    let port = r.port(s, p);
-                    Some((nh + s as usize, Some((port.rate_bps.max(1), port.delay_ps))))
-                }
-            }
-        };
-        let mut g = Graph {
-            hosts: nh,
-            adj: vec![Vec::new(); nh + r.switches.len()],
-            access: vec![None; nh],
-        };
-        for &(a, b) in &r.links {
-            let (Some((x, lx)), Some((y, ly))) = (node(a), node(b)) else {
-                continue;
-            };
-            let l = match (lx, ly) {
-                (Some(p), Some(q)) => (p.0.min(q.0), p.1.max(q.1)),
-                (Some(p), None) | (None, Some(p)) => p,
-                (None, None) => continue,
-            };
-            for h in [x, y] {
-                if h < nh {
-                    g.access[h] = Some(l);
-                }
-            }
-            g.adj[x].push((y, l));
-            g.adj[y].push((x, l));
-        }
-        Ok(g)
-    }
-
-    /// Base RTT of the path (fewest hops) between every two hosts, `[src][dst]` (`None`: the
-    /// same host, or unreachable).
-    fn rtts(&self, mss: u32) -> Vec<Vec<Option<u64>>> {
-        let nh = self.hosts;
-        let mut out = vec![vec![None; nh]; nh];
-        for (src, row) in out.iter_mut().enumerate() {
-            // Breadth first from `src`; hosts do not forward.
-            let mut via: Vec<Option<(usize, (u64, u64))>> = vec![None; self.adj.len()];
-            let mut seen = vec![false; self.adj.len()];
-            seen[src] = true;
-            let mut q = std::collections::VecDeque::from([src]);
-            while let Some(x) = q.pop_front() {
-                if x != src && x < nh {
-                    continue;
-                }
-                for &(y, l) in &self.adj[x] {
-                    if !seen[y] {
-                        seen[y] = true;
-                        via[y] = Some((x, l));
-                        q.push_back(y);
-                    }
-                }
-            }
-            for (dst, cell) in row.iter_mut().enumerate() {
-                if dst == src || !seen[dst] {
-                    continue;
-                }
-                let mut links = Vec::new();
-                let mut y = dst;
-                while let Some((x, l)) = via[y] {
-                    links.push(l);
-                    y = x;
-                }
-                *cell = Some(base_rtt_ps(&links, mss));
-            }
-        }
-        out
-    }
 }
 
 /// Without `host.base_rtt`, each flow's ideal FCT (and slowdown) uses the base RTT of its own

@@ -25,7 +25,25 @@
 //! pattern = "onoff"         # or "constant"
 //! on = "10us"
 //! off = "10us"
+//!
+//! [[flow]]                  # a transport flow of the host stack (`crate::host`)
+//! name = "t1"
+//! src = "h2"
+//! dst = "h3"
+//! cc = "dctcp"              # none, window, dcqcn, dctcp or hpcc (`crate::host::cc`)
+//! size = "10MB"             # required: application bytes (the stack's unit)
+//! start = "0us"             # also `jitter`, `prio`, `name`; ECN capability follows from cc
 //! ```
+//!
+//! A `cc` flow is sent and acknowledged by a [`crate::host::HostStack`] on both its hosts,
+//! with the parameters `xoff experiment` gives a cell (`StackConfig::new` with the host's NIC
+//! rate and the longest host-to-host base RTT; `crate::fabric::build`), so it has no `rate`, `stop`, `pkt`, `pattern`, `on`, `off`, `random_periods`, `vlan`,
+//! `ecn`, `sport` or `dport` (the stack paces, sizes frames and picks the ports itself). A
+//! host that sends or receives a `cc` flow takes part in no other kind of flow, and runs
+//! one congestion control for all the flows it sends. `[sim] duration` does not stop a `cc`
+//! flow (it ends when its last byte is acknowledged; `max_time` caps the run). Its hosts
+//! honour PFC in the stack's own per-priority queues, as `xoff experiment`'s do (their
+//! fabric NICs' `honor_pfc` is turned off so the frames reach the stack).
 
 use crate::units::{Rate, Size, Time};
 use serde::Deserialize;
@@ -137,21 +155,21 @@ pub struct FlowConfig {
     /// Priority 0..=7: DSCP = prio << 3, or the PCP of an 802.1Q tag with `vlan = true`.
     #[serde(default)]
     pub prio: u8,
-    #[serde(default)]
-    pub vlan: bool,
-    /// Send ECT(0) (ECN-capable transport).
-    #[serde(default)]
-    pub ecn: bool,
+    pub vlan: Option<bool>,
+    /// Send ECT(0) (ECN-capable transport; default false).
+    pub ecn: Option<bool>,
     /// Frame length in bytes without FCS (default 1500).
     pub pkt: Option<u32>,
-    #[serde(default)]
-    pub pattern: Pattern,
+    /// Default constant.
+    pub pattern: Option<Pattern>,
     pub on: Option<Time>,
     pub off: Option<Time>,
     /// Draw on/off periods from exponential distributions with means `on`/`off`.
-    #[serde(default)]
-    pub random_periods: bool,
+    pub random_periods: Option<bool>,
     /// UDP source port (default: drawn from the seed, so the seed moves ECMP paths).
     pub sport: Option<u16>,
     pub dport: Option<u16>,
+    /// Congestion control: makes the flow a transport flow of the host stack (see the
+    /// module docs); unset, a UDP-like source.
+    pub cc: Option<String>,
 }

@@ -10,9 +10,15 @@ use super::{
 };
 use crate::clock::VirtualClock;
 use crate::config::{ConfigError, FlowConfig, Peer, ResolvedTopology, SimConfig, Topology};
+use crate::host::cc::CcKind;
+use crate::host::fabric::install_on;
+use crate::host::paths::HostGraph;
+use crate::host::report::base_rtt_ps;
+use crate::host::StackConfig;
 use crate::rng::Rng;
 use crate::switch::{Outputs, Switch, SwitchShared};
 use crate::wire::data::FrameTemplate;
+use crate::workload::FlowSpec;
 use std::collections::BTreeMap;
 
 impl Fabric {
@@ -32,9 +38,9 @@ impl Fabric {
         let nodes = b.switches()?;
         b.check_links()?;
         let mut hosts = b.hosts()?;
-        let flows = b.flows(&mut hosts)?;
+        let (flows, cc) = b.flows(&mut hosts)?;
         let probes = b.probes(&nodes, &flows)?;
-        Ok(Fabric {
+        let mut fabric = Fabric {
             name: t.name.clone(),
             seed: b.seed,
             clock: VirtualClock::new(0),
@@ -52,8 +58,38 @@ impl Fabric {
             max_time: b.sim.max_time.map_or(1_000_000_000_000, |t| t.0),
             started: false,
             stats: FabricStats::default(),
-        })
+            stacks: Vec::new(),
+        };
+        if !cc.specs.is_empty() {
+            fabric.stacks = install_on(
+                &mut fabric,
+                &cc.specs,
+                |h| cc.on[h],
+                true,
+                |info| {
+                    let mut c = StackConfig::new(0, info.nic_rate_bps, cc.base_rtt_ps);
+                    c.cc = cc.kind[info.index].unwrap_or_default();
+                    c
+                },
+            );
+        }
+        Ok(fabric)
     }
+}
+
+/// The `cc` flows of a topology, for [`install_on`]: what the host stacks run.
+#[derive(Default)]
+struct CcPlan {
+    /// One per `cc` flow, id = its `[[flow]]` index (= its flow-log index).
+    specs: Vec<FlowSpec>,
+    /// Per host: whether it sends or receives a `cc` flow (runs a stack).
+    on: Vec<bool>,
+    /// Per host: the congestion control of the flows it sends (one per host: it is the
+    /// stack's, [`StackConfig::cc`]).
+    kind: Vec<Option<CcKind>>,
+    /// Base RTT of every stack's defaults: the longest host-to-host path's, as `xoff
+    /// experiment` derives it (`tools/src/experiment.rs` `path_params` without `host.base_rtt`).
+    base_rtt_ps: u64,
 }
 
 /// What every construction step reads: the topology, its resolution, the `[sim]` section
@@ -173,13 +209,56 @@ impl<'a> Builder<'a> {
         Ok(hosts)
     }
 
-    /// Flows: one [`Source`] per `[[flow]]` on its sending host, and the flow log.
-    fn flows(&self, hosts: &mut [HostNode]) -> Result<FlowLog, FabricError> {
+    /// Flows: one [`Source`] per `[[flow]]` on its sending host, or a host-stack flow for a
+    /// `[[flow]]` with `cc` (see [`Builder::cc_flow`]); and the flow log.
+    fn flows(&self, hosts: &mut [HostNode]) -> Result<(FlowLog, CcPlan), FabricError> {
         let mut models: Vec<UdpHost> = vec![UdpHost::default(); hosts.len()];
         let mut records = Vec::with_capacity(self.t.flows.len());
         let mut names = BTreeMap::new();
+        let mut cc = CcPlan {
+            on: vec![false; hosts.len()],
+            kind: vec![None; hosts.len()],
+            ..CcPlan::default()
+        };
+        // Per host: the first flow of each kind it sends or receives (UDP-like, cc).
+        let mut udp_at: Vec<Option<usize>> = vec![None; hosts.len()];
+        let mut cc_at: Vec<Option<usize>> = vec![None; hosts.len()];
+        // Per host: the first cc flow it sends (whose cc its stack runs).
+        let mut first_sent: Vec<Option<usize>> = vec![None; hosts.len()];
         for (i, f) in self.t.flows.iter().enumerate() {
+            if f.cc.is_some() {
+                let (spec, kind, rec) = self.cc_flow(i, f, hosts, &mut names)?;
+                for h in [spec.src as usize, spec.dst as usize] {
+                    cc.on[h] = true;
+                    cc_at[h].get_or_insert(i);
+                }
+                let src = spec.src as usize;
+                match (cc.kind[src], first_sent[src]) {
+                    (Some(k), Some(j)) if k != kind => {
+                        return Err(self.err(
+                            format!("flow[{i}].cc"),
+                            format!(
+                                "host `{}` already sends flow `{}` with cc `{k}`: a host's \
+                                 stack runs one congestion control for all its flows",
+                                f.src,
+                                self.flow_name(j)
+                            ),
+                        ));
+                    }
+                    _ => {
+                        cc.kind[src] = Some(kind);
+                        first_sent[src].get_or_insert(i);
+                    }
+                }
+                cc.specs.push(spec);
+                records.push(rec);
+                continue;
+            }
             let (si, name, src) = self.source(i, f, hosts, &mut names)?;
+            if let Some(di) = self.r.host_index(&f.dst) {
+                udp_at[si].get_or_insert(i);
+                udp_at[di as usize].get_or_insert(i);
+            }
             records.push(FlowRecord {
                 name,
                 src: f.src.clone(),
@@ -192,23 +271,54 @@ impl<'a> Builder<'a> {
             });
             models[si].sources.push(src);
         }
+        // A host is either a stack (cc flows) or the UDP-like sources and sink, not both: the
+        // two models would claim each other's frames and timers, and a source's frames in the
+        // same NIC FIFO would queue the stack's paced frames behind them (the stack assumes
+        // its NIC holds about one frame, `crate::host::fabric`).
+        for (h, (u, c)) in udp_at.iter().zip(&cc_at).enumerate() {
+            if let (Some(u), Some(c)) = (*u, *c) {
+                return Err(self.err(
+                    format!("flow[{}]", u.max(c)),
+                    format!(
+                        "host `{}` takes part in cc flow `{}` and in flow `{}` without cc: a \
+                         host runs either the host stack (cc flows) or UDP-like sources, so \
+                         give the non-cc flow other hosts or a `cc` too",
+                        self.r.hosts[h].name,
+                        self.flow_name(c),
+                        self.flow_name(u)
+                    ),
+                ));
+            }
+        }
+        if !cc.specs.is_empty() {
+            cc.base_rtt_ps = self.cc_checks(&cc, hosts)?;
+        }
         for (h, m) in hosts.iter_mut().zip(models) {
             h.model = Box::new(m);
         }
-        Ok(FlowLog::new(
-            records,
-            self.sim.delay_samples.unwrap_or(1 << 20),
+        Ok((
+            FlowLog::new(records, self.sim.delay_samples.unwrap_or(1 << 20)),
+            cc,
         ))
     }
 
-    /// Flow `i`, checked: its sending host's index, its name and its source.
-    fn source(
+    /// Flow `i`'s name in reports.
+    fn flow_name(&self, i: usize) -> String {
+        self.t.flows[i]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("f{i}"))
+    }
+
+    /// Flow `i`'s hosts and name, checked (both exist, differ, the source is linked; the
+    /// name is unique): (source index, destination index, name).
+    fn endpoints(
         &self,
         i: usize,
         f: &FlowConfig,
         hosts: &[HostNode],
         names: &mut BTreeMap<String, usize>,
-    ) -> Result<(usize, String, Source), FabricError> {
+    ) -> Result<(usize, usize, String), FabricError> {
         let key = |k: &str| format!("flow[{i}].{k}");
         let find = |k: &str, n: &str| {
             self.r
@@ -233,6 +343,181 @@ impl<'a> Builder<'a> {
         if f.prio > 7 {
             return Err(self.err(key("prio"), format!("{}: must be 0..=7", f.prio)));
         }
+        Ok((si, di, name))
+    }
+
+    /// Flow `i` with `cc`, checked: a transport flow of the host stack (its schedule entry,
+    /// congestion control and flow-log record). Keys of the UDP-like sources that the stack
+    /// decides itself are errors, not silently ignored.
+    fn cc_flow(
+        &self,
+        i: usize,
+        f: &FlowConfig,
+        hosts: &[HostNode],
+        names: &mut BTreeMap<String, usize>,
+    ) -> Result<(FlowSpec, CcKind, FlowRecord), FabricError> {
+        let key = |k: &str| format!("flow[{i}].{k}");
+        let cc_name = f.cc.as_deref().unwrap_or_default();
+        let kind: CcKind = cc_name
+            .parse()
+            .map_err(|e: crate::host::cc::UnknownCc| self.err(key("cc"), e.to_string()))?;
+        let not_for_cc = [
+            (
+                "rate",
+                f.rate.is_some(),
+                "paces at its congestion control's rate",
+            ),
+            ("stop", f.stop.is_some(), "sends `size` bytes and stops"),
+            ("pkt", f.pkt.is_some(), "sends full 1500-byte frames"),
+            (
+                "pattern",
+                f.pattern.is_some(),
+                "sends as its congestion control allows",
+            ),
+            (
+                "on",
+                f.on.is_some(),
+                "sends as its congestion control allows",
+            ),
+            (
+                "off",
+                f.off.is_some(),
+                "sends as its congestion control allows",
+            ),
+            (
+                "random_periods",
+                f.random_periods.is_some(),
+                "sends as its congestion control allows",
+            ),
+            (
+                "vlan",
+                f.vlan.is_some(),
+                "sends untagged frames (priority in DSCP)",
+            ),
+            (
+                "ecn",
+                f.ecn.is_some(),
+                "marks its data ECN-capable if the congestion control reads ECN (dcqcn, dctcp)",
+            ),
+            (
+                "sport",
+                f.sport.is_some(),
+                "sends from port 49152 + flow index mod 16384",
+            ),
+            ("dport", f.dport.is_some(), "sends to port 4791"),
+        ];
+        if let Some((k, _, why)) = not_for_cc.iter().find(|x| x.1) {
+            return Err(self.err(
+                key(k),
+                format!("`{k}` does not apply to a flow with `cc`: the host stack {why}"),
+            ));
+        }
+        let size = match f.size.map(|s| s.0) {
+            None => {
+                return Err(self.err(
+                    key("size"),
+                    "a flow with `cc` needs `size` (application bytes: a finite transfer)".into(),
+                ))
+            }
+            Some(0) => return Err(self.err(key("size"), "size must be > 0".into())),
+            Some(s) => s,
+        };
+        let (si, di, name) = self.endpoints(i, f, hosts, names)?;
+        for h in [si, di] {
+            if hosts[h].nic.inflight_cap.is_some() {
+                return Err(self.err(
+                    key("cc"),
+                    format!(
+                        "host `{}` has an `inflight_cap` (sim.inflight_cap or \
+                         sim.nic.{0}.inflight_cap): a flow with `cc` is capped by its \
+                         congestion control's window, not by the fabric NIC",
+                        hosts[h].info.name
+                    ),
+                ));
+            }
+        }
+        // The same seeded stream and draw as a source's start jitter.
+        let jitter = Rng::stream(self.seed, i as u64).upto(f.jitter.0);
+        let spec = FlowSpec {
+            id: i as u32,
+            src: si as u32,
+            dst: di as u32,
+            size,
+            start_ps: f.start.0 + jitter,
+            prio: f.prio,
+        };
+        let rec = FlowRecord {
+            name,
+            src: f.src.clone(),
+            dst: f.dst.clone(),
+            prio: f.prio,
+            start_ps: spec.start_ps,
+            size_bytes: Some(size),
+            cc: Some(kind),
+            ..FlowRecord::default()
+        };
+        Ok((spec, kind, rec))
+    }
+
+    /// Checks of the `cc` flows as a whole, and the stacks' base RTT (the longest
+    /// host-to-host path's, as `xoff experiment` derives it): HPCC flows need INT on every
+    /// switch their packets may cross. `xoff experiment` turns `int` on at every switch of an
+    /// `hpcc` cell; here the topology is the user's, so a missing one is an error.
+    fn cc_checks(&self, cc: &CcPlan, hosts: &mut [HostNode]) -> Result<u64, FabricError> {
+        let g = HostGraph::new(self.r);
+        let mss = StackConfig::new(0, 1, 0).mss;
+        for s in &cc.specs {
+            if cc.kind[s.src as usize] != Some(CcKind::Hpcc) {
+                continue;
+            }
+            let f = &self.t.flows[s.id as usize];
+            for sw in g.path_switches(s.src as usize, s.dst as usize) {
+                let spec = &self.r.switches[sw as usize].spec;
+                if !spec.int {
+                    return Err(self.err(
+                        format!("flow[{}].cc", s.id),
+                        format!(
+                            "hpcc reads the INT records of every switch on the path, but switch \
+                             `{}` (between `{}` and `{}`) has no `int = true`",
+                            spec.name, f.src, f.dst
+                        ),
+                    ));
+                }
+            }
+        }
+        // A stack host honours PFC in its own per-priority queues (as in `xoff experiment`);
+        // the fabric NIC must pass the frames on rather than pause its FIFO.
+        for (h, n) in hosts.iter_mut().enumerate() {
+            if cc.on[h] {
+                n.nic.honor_pfc = false;
+            }
+        }
+        let rtts = g.rtts(mss);
+        Ok(match rtts.iter().flatten().flatten().max() {
+            Some(&r) => r,
+            None => {
+                let l = g
+                    .access
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .min_by_key(|&(r, d)| (r, u64::MAX - d))
+                    .unwrap_or((1, 0));
+                base_rtt_ps(&[l, l], mss)
+            }
+        })
+    }
+
+    /// Flow `i`, checked: its sending host's index, its name and its source.
+    fn source(
+        &self,
+        i: usize,
+        f: &FlowConfig,
+        hosts: &[HostNode],
+        names: &mut BTreeMap<String, usize>,
+    ) -> Result<(usize, String, Source), FabricError> {
+        let key = |k: &str| format!("flow[{i}].{k}");
+        let (si, di, name) = self.endpoints(i, f, hosts, names)?;
         let (src, dst) = (&hosts[si].info, &hosts[di].info);
         let mask = |l: u8| {
             if l == 0 {
@@ -267,8 +552,8 @@ impl<'a> Builder<'a> {
             sport,
             dport: f.dport.unwrap_or(5000),
             prio: f.prio,
-            vlan: f.vlan,
-            ecn: f.ecn,
+            vlan: f.vlan.unwrap_or(false),
+            ecn: f.ecn.unwrap_or(false),
         };
         let pkt = f.pkt.unwrap_or(1500);
         if !(tmpl.min_len() as u32..=1792).contains(&pkt) {
@@ -294,13 +579,13 @@ impl<'a> Builder<'a> {
                 "an endless flow: set `size` or `stop`, or `[sim] duration`".into(),
             ));
         }
-        let onoff = match f.pattern {
+        let onoff = match f.pattern.unwrap_or_default() {
             Pattern::Constant => OnOff::Always,
             Pattern::Onoff => match (f.on, f.off) {
                 (Some(on), Some(off)) if on.0 > 0 => OnOff::Periods {
                     on: on.0,
                     off: off.0,
-                    random: f.random_periods,
+                    random: f.random_periods.unwrap_or(false),
                 },
                 _ => {
                     return Err(self.err(

@@ -40,6 +40,10 @@ pub struct FlowRecord {
     pub delay_sum_ps: u128,
     /// One-way delay of each received packet in arrival order (up to the sample cap).
     pub delays_ps: Vec<u64>,
+    /// A transport flow of the host stack with this congestion control (`[[flow]] cc`):
+    /// `size_bytes` counts application bytes, the packet counters count data frames
+    /// (retransmissions and duplicates included).
+    pub cc: Option<crate::host::cc::CcKind>,
 }
 
 impl FlowRecord {
@@ -175,6 +179,31 @@ pub struct FlowReport {
     pub last_rx_ps: Option<u64>,
     pub fct_ps: Option<u64>,
     pub delay_ps: DelayReport,
+    /// Host-stack flows only (absent otherwise, so reports of UDP-like flows are unchanged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cc: Option<CcFlowReport>,
+}
+
+/// What the host stack knows of a `cc` flow. The flow's `fct_ps` is the sender's: from the
+/// start to the cumulative ACK of its last packet (as `xoff experiment` measures it), and its
+/// `reordered` the receiver's holes filled by the original packet (not retransmissions).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CcFlowReport {
+    pub cc: crate::host::cc::CcKind,
+    /// Data packets of the flow (its size in full-MSS frames).
+    pub pkts: u64,
+    /// Data packets sent again (go-back-N after a timeout).
+    pub retx: u64,
+    pub timeouts: u64,
+    /// Packets lost in the network (holes not filled by the original) and duplicates, as
+    /// the receiver counted them.
+    pub lost: u64,
+    pub duplicates: u64,
+    /// Smoothed and largest RTT the sender measured, ps (0: no sample).
+    pub srtt_ps: u64,
+    pub max_rtt_ps: u64,
+    /// Whether the last byte was acknowledged.
+    pub completed: bool,
 }
 
 /// One-way delay summary.
@@ -219,6 +248,7 @@ impl From<&FlowRecord> for FlowReport {
             last_rx_ps: r.last_rx_ps,
             fct_ps: r.fct_ps(),
             delay_ps: delay,
+            cc: None,
         }
     }
 }

@@ -32,7 +32,7 @@ pub mod queue;
 pub use crate::config::sim::{FlowConfig, NicConfig, Pattern, ProbeConfig, SimConfig};
 pub use crate::config::Peer;
 pub use crate::rng::{self, Rng};
-pub use flow::{DelayReport, FlowLog, FlowRecord, FlowReport};
+pub use flow::{CcFlowReport, DelayReport, FlowLog, FlowRecord, FlowReport};
 pub use host::{
     sink_receive, DataHeader, FrameTemplate, HostCtx, HostInfo, HostModel, Nic, NicBfc, OnOff,
     Source, UdpHost,
@@ -153,6 +153,11 @@ pub struct Fabric {
     max_time: u64,
     started: bool,
     stats: FabricStats,
+    /// Host stacks running `[[flow]] cc` flows: (host index, stack).
+    stacks: Vec<(
+        usize,
+        std::rc::Rc<std::cell::RefCell<crate::host::HostStack>>,
+    )>,
 }
 
 const NONE: u64 = u64::MAX;
@@ -464,6 +469,50 @@ impl Fabric {
         self.nic_tx = out;
     }
 
+    /// Per-flow reports; those of `cc` flows completed by their host stacks' records.
+    fn flow_reports(&self) -> Vec<FlowReport> {
+        let mut out: Vec<FlowReport> = self.flows.flows.iter().map(FlowReport::from).collect();
+        if self.stacks.is_empty() {
+            return out;
+        }
+        let mut tx = std::collections::BTreeMap::new();
+        let mut rx = std::collections::BTreeMap::new();
+        for (_, s) in &self.stacks {
+            let s = s.borrow();
+            tx.extend(s.tx_records().into_iter().map(|r| (r.id, r)));
+            rx.extend(s.rx_records().into_iter().map(|r| (r.id, r)));
+        }
+        for (i, (rep, rec)) in out.iter_mut().zip(&self.flows.flows).enumerate() {
+            let Some(cc) = rec.cc else { continue };
+            let (t, r) = (tx.get(&(i as u32)), rx.get(&(i as u32)));
+            let done = t.and_then(|t| t.done_ps);
+            rep.fct_ps = done.map(|d| d.saturating_sub(rec.start_ps));
+            rep.reordered = r.map_or(0, |r| r.reordered);
+            rep.cc = Some(flow::CcFlowReport {
+                cc,
+                pkts: r.map_or(0, |r| r.pkts),
+                retx: t.map_or(0, |t| t.retx),
+                timeouts: t.map_or(0, |t| t.timeouts),
+                lost: r.map_or(0, |r| r.lost()),
+                duplicates: r.map_or(0, |r| r.duplicates),
+                srtt_ps: t.map_or(0, |t| t.srtt_ps),
+                max_rtt_ps: t.map_or(0, |t| t.max_rtt_ps),
+                completed: done.is_some(),
+            });
+        }
+        out
+    }
+
+    /// The host stacks of `[[flow]] cc` flows: (host index, stack), to read after a run.
+    pub fn stacks(
+        &self,
+    ) -> &[(
+        usize,
+        std::rc::Rc<std::cell::RefCell<crate::host::HostStack>>,
+    )] {
+        &self.stacks
+    }
+
     /// Results of the run so far.
     pub fn report(&self) -> SimReport {
         let now = self.clock.now();
@@ -473,7 +522,7 @@ impl Fabric {
             end_ps: now,
             traffic_end_ps: self.traffic_end,
             stats: self.stats(),
-            flows: self.flows.flows.iter().map(FlowReport::from).collect(),
+            flows: self.flow_reports(),
             unknown_rx: self.flows.unknown_rx,
             hosts: self
                 .hosts
@@ -578,6 +627,42 @@ impl SimReport {
                 us(f.delay_ps.p99),
                 us(f.delay_ps.max)
             );
+        }
+        if self.flows.iter().any(|f| f.cc.is_some()) {
+            // Host-stack flows (`[[flow]] cc`): fct_us above is the sender's (last ACK).
+            let _ = writeln!(
+                s,
+                "\n{:<12} {:<6} {:>12} {:>9} {:>6} {:>8} {:>7} {:>6} {:>9} {:>11} {:>4}",
+                "cc flow",
+                "cc",
+                "size_B",
+                "pkts",
+                "retx",
+                "timeouts",
+                "lost",
+                "dup",
+                "srtt_us",
+                "max_rtt_us",
+                "done"
+            );
+            for f in &self.flows {
+                let Some(c) = &f.cc else { continue };
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:<6} {:>12} {:>9} {:>6} {:>8} {:>7} {:>6} {:>9.3} {:>11.3} {:>4}",
+                    f.name,
+                    c.cc.as_str(),
+                    f.size_bytes.unwrap_or(0),
+                    c.pkts,
+                    c.retx,
+                    c.timeouts,
+                    c.lost,
+                    c.duplicates,
+                    us(c.srtt_ps),
+                    us(c.max_rtt_ps),
+                    if c.completed { "yes" } else { "no" }
+                );
+            }
         }
         let _ = writeln!(
             s,

@@ -6,9 +6,14 @@
 //! stack's BFC mode on with the NIC's queue count and takes the BFC queues off the fabric
 //! NIC, so frames are queued, shimmed and paused once, by the stack, and the Xoff signal
 //! frames reach it.
+//!
+//! `xoff sim` runs its `cc` flows ([`crate::config::FlowConfig::cc`]) on stacks installed by
+//! [`install_on`] on the hosts that send or receive one; those stacks also write their data
+//! frames into the fabric's flow log ([`StackHost::log_flows`]), so the flow table and flow
+//! probes cover them.
 
-use super::wire::emit_segment;
-use super::HostStack;
+use super::wire::{emit_segment, FLAG_DATA};
+use super::{Header, HostStack};
 use crate::config::HostInfo;
 use crate::fabric::host::{HostCtx, HostModel};
 use crate::frame::{FrameId, FrameMem};
@@ -30,6 +35,10 @@ pub struct PeerAddr {
 pub struct StackHost {
     pub stack: Rc<RefCell<HostStack>>,
     pub peers: Vec<PeerAddr>,
+    /// Record data frames sent and received in the fabric's flow log, under the flow id the
+    /// stack puts in them (`xoff sim`: the `[[flow]]` index). Off for `xoff experiment`,
+    /// whose schedule ids are not flow-log entries.
+    pub log_flows: bool,
     armed: u64,
 }
 
@@ -38,6 +47,7 @@ impl StackHost {
         StackHost {
             stack,
             peers,
+            log_flows: false,
             armed: u64::MAX,
         }
     }
@@ -55,7 +65,9 @@ impl StackHost {
             };
             let info = ctx.info;
             let len = ctx.mem.with_mut(f, |d| emit_segment(info, p, &seg, d));
-            ctx.send(f, len);
+            if ctx.send(f, len) && self.log_flows && seg.hdr.flags & FLAG_DATA != 0 {
+                ctx.flows.record_tx(seg.hdr.flow, len);
+            }
         }
         if let Some(w) = st.next_wakeup(now) {
             if w < self.armed || self.armed <= now {
@@ -83,6 +95,11 @@ impl HostModel for StackHost {
         {
             let data = ctx.mem.data(frame);
             let data = &data[..(len as usize).min(data.len())];
+            if self.log_flows {
+                if let Some(h) = Header::parse(data).filter(|h| h.flags & FLAG_DATA != 0) {
+                    ctx.flows.record_rx(h.flow, h.seq, h.sent_ps, len, now);
+                }
+            }
             self.stack.borrow_mut().on_receive(now, data, len);
         }
         ctx.mem.free(frame);
@@ -122,11 +139,26 @@ pub fn peer_table(hosts: &[HostInfo], src: usize) -> Vec<PeerAddr> {
 pub fn install(
     fabric: &mut crate::fabric::Fabric,
     schedule: &[crate::workload::FlowSpec],
-    mut cfg: impl FnMut(&HostInfo) -> super::StackConfig,
+    cfg: impl FnMut(&HostInfo) -> super::StackConfig,
 ) -> Vec<Rc<RefCell<HostStack>>> {
+    install_on(fabric, schedule, |_| true, false, cfg)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// [`install`] on the hosts `on` selects (by index) only, the others keep their model;
+/// `log_flows` as [`StackHost::log_flows`]. Returns (host index, stack) of each.
+pub fn install_on(
+    fabric: &mut crate::fabric::Fabric,
+    schedule: &[crate::workload::FlowSpec],
+    on: impl Fn(usize) -> bool,
+    log_flows: bool,
+    mut cfg: impl FnMut(&HostInfo) -> super::StackConfig,
+) -> Vec<(usize, Rc<RefCell<HostStack>>)> {
     let infos: Vec<HostInfo> = fabric.hosts().iter().map(|h| h.info.clone()).collect();
     let mut out = Vec::new();
-    for (i, info) in infos.iter().enumerate() {
+    for (i, info) in infos.iter().enumerate().filter(|&(i, _)| on(i)) {
         let mut c = cfg(info);
         c.host = i as u32;
         if let Some(b) = fabric.host_nic_mut(&info.name).and_then(|n| n.bfc.take()) {
@@ -135,11 +167,10 @@ pub fn install(
             }
         }
         let st = Rc::new(RefCell::new(HostStack::new(c, schedule)));
-        fabric.set_host_model(
-            &info.name,
-            Box::new(StackHost::new(st.clone(), peer_table(&infos, i))),
-        );
-        out.push(st);
+        let mut model = StackHost::new(st.clone(), peer_table(&infos, i));
+        model.log_flows = log_flows;
+        fabric.set_host_model(&info.name, Box::new(model));
+        out.push((i, st));
     }
     out
 }

@@ -45,6 +45,7 @@
 pub mod cc;
 pub mod fabric;
 pub mod nicq;
+pub mod paths;
 pub mod report;
 pub mod rto;
 pub mod wire;

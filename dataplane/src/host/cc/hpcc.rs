@@ -16,7 +16,8 @@
 //! η = 0.95 and maxStage = 5 (§5.1); `W_AI` from HPCC's `simulation/run.py` (`--cc hp`:
 //! `RATE_AI` = 10·bw/25 Mbit/s for a bw Gbit/s NIC, i.e. line/2500, times T). The window
 //! starts at, and never exceeds, `W_init = B·T` (the line-rate BDP), and never falls below
-//! the window of 1 % of the line (`MIN_RATE`, as DCQCN's floor).
+//! the window of 1 % of the line (`MIN_RATE`, as DCQCN's floor). `U` starts at 1, as in
+//! HPCC's ns-3 (`rdma-queue-pair.cc`): see [`Hpcc::new`].
 
 use super::IntHop;
 
@@ -78,7 +79,14 @@ impl Hpcc {
             p,
             w,
             wc: w,
-            u: 0.0,
+            // A new flow assumes a fully used path (HPCC's ns-3 `RdmaQueuePair`: `hp.u = 1`),
+            // so it starts at line rate and cuts toward η with the first feedback. Starting
+            // at U = 0, a flow joining a busy link read it as idle for the first ~T of its EWMA,
+            // kept W_init and took more than its share; HPCC's additive term (W_AI = 21 B at
+            // 100 Gbit/s, T = 4.3 µs) equalises windows so slowly that the split stayed
+            // 51.8/43.1 Gbit/s through 30 ms (tests/cc.rs two flows); with U = 1 it is
+            // 46.9/47.9 at 8-12 ms and 47.2/47.6 at 20-30 ms.
+            u: 1.0,
             inc_stage: 0,
             last_update_seq: 0,
             hops: Vec::new(),
