@@ -38,7 +38,7 @@ use dataplane::config::Topology;
 use dataplane::ctl::{self, Request, Response};
 use dataplane::fabric::{Fabric, FabricOptions, FcCounter, PortCounter, ProbeTarget};
 use dataplane::host::report::{
-    base_rtt_ps, ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
+    ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
 };
 use dataplane::host::{cc::CcKind, paths::HostGraph, StackConfig};
 use dataplane::units::{parse_rate, parse_size, parse_time};
@@ -1249,23 +1249,10 @@ fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
             .unwrap_or(1),
     };
     let mss = StackConfig::new(0, rate, 0).mss;
-    let rtts = g.rtts(mss);
+    let (derived, rtts) = g.base_rtt(mss, rate);
     let rtt = match &exp.host.base_rtt {
         Some(s) => parse_time(s).map_err(|e| anyhow!("{f}: host.base_rtt: {e}"))?,
-        None => match rtts.iter().flatten().flatten().max() {
-            Some(&r) => r,
-            None => {
-                // Two access links (sender's and receiver's), the slowest and longest.
-                let l = g
-                    .access
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .min_by_key(|&(r, d)| (r, u64::MAX - d))
-                    .unwrap_or((rate, 0));
-                base_rtt_ps(&[l, l], mss)
-            }
-        },
+        None => derived,
     };
     Ok(Paths {
         rate,

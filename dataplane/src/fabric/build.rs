@@ -13,7 +13,6 @@ use crate::config::{ConfigError, FlowConfig, Peer, ResolvedTopology, SimConfig, 
 use crate::host::cc::CcKind;
 use crate::host::fabric::install_on;
 use crate::host::paths::HostGraph;
-use crate::host::report::base_rtt_ps;
 use crate::host::StackConfig;
 use crate::rng::Rng;
 use crate::switch::{Outputs, Switch, SwitchShared};
@@ -492,20 +491,7 @@ impl<'a> Builder<'a> {
                 n.nic.honor_pfc = false;
             }
         }
-        let rtts = g.rtts(mss);
-        Ok(match rtts.iter().flatten().flatten().max() {
-            Some(&r) => r,
-            None => {
-                let l = g
-                    .access
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .min_by_key(|&(r, d)| (r, u64::MAX - d))
-                    .unwrap_or((1, 0));
-                base_rtt_ps(&[l, l], mss)
-            }
-        })
+        Ok(g.base_rtt(mss, 1).0)
     }
 
     /// Flow `i`, checked: its sending host's index, its name and its source.

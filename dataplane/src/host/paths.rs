@@ -109,6 +109,28 @@ impl HostGraph {
         out
     }
 
+    /// The base RTT the stacks' defaults derive from: the longest host-to-host path's, or
+    /// with no path between two hosts, two of the slowest and longest access links (with
+    /// `fallback_rate` when no host is linked). The second value is every pair's, [`Self::rtts`].
+    pub fn base_rtt(&self, mss: u32, fallback_rate: u64) -> (u64, Vec<Vec<Option<u64>>>) {
+        let rtts = self.rtts(mss);
+        let rtt = match rtts.iter().flatten().flatten().max() {
+            Some(&r) => r,
+            None => {
+                // Two access links (sender's and receiver's), the slowest and longest.
+                let l = self
+                    .access
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .min_by_key(|&(r, d)| (r, u64::MAX - d))
+                    .unwrap_or((fallback_rate, 0));
+                base_rtt_ps(&[l, l], mss)
+            }
+        };
+        (rtt, rtts)
+    }
+
     /// The switches (indices) on any fewest-hop path from host `src` to host `dst`: those
     /// ECMP may send the pair's packets through.
     pub fn path_switches(&self, src: usize, dst: usize) -> Vec<u32> {
