@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{read_output, repo, serial, unique, unix_ns, xoff, Bed, Children};
+use common::{read_output, repo, serial, start_hosts, unique, unix_ns, xoff, Bed};
 use serde_json::Value;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// `deploy/experiments/websearch-cc.toml`: every cell completes every flow, the cells are
@@ -157,25 +157,15 @@ fn dcqcn_hosts_on_real_frames_converge_to_a_fair_share() {
     )
     .expect("schedule");
     let start_at = unix_ns() + 1_500_000_000;
-    let mut kids = Children(Vec::new());
-    for h in HOSTS {
-        let log = std::fs::File::create(dir.join(format!("{h}.log"))).expect("log");
-        let c = Command::new("ip")
-            .args(["netns", "exec", &bed.ns(h), xoff(), "host", "--topology"])
-            .arg(&topo)
-            .args(["--host", h, "--schedule"])
-            .arg(&sched)
-            .arg("--out")
-            .arg(&dir)
-            .args(["--start-at", &start_at.to_string()])
-            .args(["--run", "6s", "--rto", "100ms", "--cc", "dcqcn"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("xoff host");
-        kids.0.push(c);
-    }
+    let mut kids = start_hosts(
+        &bed,
+        &topo,
+        &HOSTS,
+        &sched,
+        &dir,
+        start_at,
+        &["--run", "6s", "--rto", "100ms", "--cc", "dcqcn"],
+    );
     // Measure from 3 s (2 s after h2 joined) to 5.5 s at the switch's ingress ports.
     sleep_until_ns(start_at + 3_000_000_000);
     let a = bed.stats("s1");

@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{read_output, serial, unique, unix_ns, xoff, Bed, Children};
+use common::{read_output, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 const TOPOLOGY: &str = r#"# 3:1 incast through one BFC switch (tools/tests/host_bfc.rs).
@@ -79,26 +79,11 @@ fn incast(topo: &Path, bfc: bool) -> Cell {
     let sched = dir.join("schedule.csv");
     std::fs::write(&sched, csv).expect("schedule");
     let start_at = unix_ns() + 1_500_000_000;
-    let mut kids = Children(Vec::new());
-    for h in HOSTS {
-        let log = std::fs::File::create(dir.join(format!("{h}.log"))).expect("log");
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &bed.ns(h), xoff(), "host", "--topology"])
-            .arg(topo)
-            .args(["--host", h, "--schedule"])
-            .arg(&sched)
-            .arg("--out")
-            .arg(&dir)
-            .args(["--start-at", &start_at.to_string()])
-            .args(["--run", "2500ms", "--window", "2MB", "--rto", "100ms"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        if bfc {
-            c.args(["--bfc-queues", "8"]);
-        }
-        kids.0.push(c.spawn().expect("xoff host"));
+    let mut args = vec!["--run", "2500ms", "--window", "2MB", "--rto", "100ms"];
+    if bfc {
+        args.extend(["--bfc-queues", "8"]);
     }
+    let mut kids = start_hosts(&bed, topo, &HOSTS, &sched, &dir, start_at, &args);
     let deadline = Instant::now() + Duration::from_secs(15);
     for c in &mut kids.0 {
         while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {

@@ -10,9 +10,9 @@
 
 mod common;
 
-use common::{read_output, repo, serial, unique, unix_ns, xoff, Bed, Children};
+use common::{read_output, repo, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// The PFC priority (DSCP 24) the flow and the pause use.
@@ -135,25 +135,15 @@ fn a_long_pfc_pause_on_the_flows_spine_moves_its_new_packets_to_the_other_spine(
     )
     .expect("schedule");
     let start_at = unix_ns() + 1_500_000_000;
-    let mut kids = Children(Vec::new());
-    for h in ["h11", "h21"] {
-        let log = std::fs::File::create(dir.join(format!("{h}.log"))).expect("log");
-        let c = Command::new("ip")
-            .args(["netns", "exec", &bed.ns(h), xoff(), "host", "--topology"])
-            .arg(&topo_path)
-            .args(["--host", h, "--schedule"])
-            .arg(&sched)
-            .arg("--out")
-            .arg(&dir)
-            .args(["--start-at", &start_at.to_string()])
-            .args(["--run", "6s"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("xoff host");
-        kids.0.push(c);
-    }
+    let mut kids = start_hosts(
+        &bed,
+        &topo_path,
+        &["h11", "h21"],
+        &sched,
+        &dir,
+        start_at,
+        &["--run", "6s"],
+    );
     // The path the flow is on: leaf1's uplink that carried most of it from 1 s to 1.5 s
     // (Algorithm 1 may move it between the spines as their measured delays change).
     sleep_until_ns(start_at + 1_000_000_000);

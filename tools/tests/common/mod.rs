@@ -125,6 +125,40 @@ pub fn read_output(dir: &Path, h: &str) -> serde_json::Value {
     serde_json::from_str(&text).expect("host JSON")
 }
 
+/// Starts `xoff host` on each of `hosts` of `bed` (topology file `topo`, schedule `sched`),
+/// starting at Unix time `start_at` ns, writing `<host>.json` and `<host>.log` into `dir`, with
+/// `args` added (e.g. `--run`, `--cc`); they are killed when the result is dropped.
+pub fn start_hosts(
+    bed: &Bed,
+    topo: &Path,
+    hosts: &[&str],
+    sched: &Path,
+    dir: &Path,
+    start_at: u128,
+    args: &[&str],
+) -> Children {
+    let mut kids = Children(Vec::new());
+    for h in hosts {
+        let log = std::fs::File::create(dir.join(format!("{h}.log"))).expect("log");
+        let c = Command::new("ip")
+            .args(["netns", "exec", &bed.ns(h), xoff(), "host", "--topology"])
+            .arg(topo)
+            .args(["--host", h, "--schedule"])
+            .arg(sched)
+            .arg("--out")
+            .arg(dir)
+            .args(["--start-at", &start_at.to_string()])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("xoff host");
+        kids.0.push(c);
+    }
+    kids
+}
+
 /// A running testbed, brought down on drop.
 pub struct Bed {
     pub file: PathBuf,
