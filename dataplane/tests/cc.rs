@@ -9,6 +9,8 @@
 //! * A 16:1 incast of 8 MB flows into a PFC-enabled switch: DCQCN and HPCC cause fewer PFC
 //!   pauses than the same incast without congestion control (`none`: line-rate senders).
 
+mod common;
+
 use dataplane::fabric::probe::{PortCounter, ProbeTarget};
 use dataplane::fabric::{Fabric, FabricOptions};
 use dataplane::host::cc::CcKind;
@@ -119,24 +121,11 @@ fn two_flows(cc: CcKind, ecn: &str, from: u64, to: u64) -> TwoFlows {
     let a = delivered(&stacks);
     fab.run_until(to);
     let b = delivered(&stacks);
-    let secs = (to - from) as f64 / 1e12;
-    let gbps = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (y - x) as f64 * 8.0 / secs / 1e9)
-        .collect();
-    let q: Vec<u64> = fab
-        .probes()
-        .series("q")
-        .unwrap()
-        .into_iter()
-        .filter(|&(t, _)| t >= from)
-        .map(|(_, v)| v)
-        .collect();
+    let (mean_q, max_q) = common::mean_max(fab.probes().series("q").unwrap(), from, to);
     TwoFlows {
-        gbps,
-        mean_q: q.iter().sum::<u64>() as f64 / q.len().max(1) as f64,
-        max_q: q.iter().copied().max().unwrap_or(0),
+        gbps: common::gbps(&a, &b, from, to),
+        mean_q,
+        max_q,
     }
 }
 
@@ -145,15 +134,7 @@ fn check_fair(name: &str, r: &TwoFlows) {
         "{name}: flows {:.2} and {:.2} Gbit/s, bottleneck queue mean {:.0} B, max {} B",
         r.gbps[0], r.gbps[1], r.mean_q, r.max_q
     );
-    let total: f64 = r.gbps.iter().sum();
-    for g in &r.gbps {
-        assert!(
-            (g - total / 2.0).abs() <= 0.1 * total / 2.0,
-            "{name}: {:?} not within 10 % of the fair share",
-            r.gbps
-        );
-    }
-    assert!(total > 80.0, "{name}: link underused: {total:.1} Gbit/s");
+    common::assert_fair(name, &r.gbps);
 }
 
 #[test]

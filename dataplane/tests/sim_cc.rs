@@ -15,6 +15,8 @@
 //! the same 49.07/49.34 Gbit/s and mean queue 43 854 B.
 //! (Run with `--nocapture` for the figures.)
 
+mod common;
+
 use dataplane::fabric::{Fabric, FabricOptions};
 use dataplane::Topology;
 use std::path::Path;
@@ -90,31 +92,15 @@ fn run_two_flows(cc: &str, ecn: &str, from: u64, to: u64) -> TwoFlows {
     fab.run_until(to);
     let b = delivered(&fab);
     assert_eq!(a.len(), 2, "{cc}: both flows started by {from} ps");
-    let secs = (to - from) as f64 / 1e12;
-    let gbps: Vec<f64> = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (y - x) as f64 * 8.0 / secs / 1e9)
-        .collect();
+    let gbps = common::gbps(&a, &b, from, to);
     let p = fab.probes();
-    let q: Vec<u64> = p
-        .series("q")
-        .unwrap()
-        .into_iter()
-        .filter(|&(t, _)| t >= from)
-        .map(|(_, v)| v)
-        .collect();
+    let (mean_q, max_q) = common::mean_max(p.series("q").unwrap(), from, to);
     // The flow probes (data frame bytes the sink host received, from the fabric's flow log)
     // agree with the receiving stacks' own count.
     for (i, col) in ["rx0", "rx1"].iter().enumerate() {
         let s = p.series(col).unwrap();
-        let at = |t: u64| {
-            s.iter()
-                .rev()
-                .find(|&&(x, _)| x <= t)
-                .map_or(0, |&(_, v)| v)
-        };
-        let probe = (at(to) - at(from)) as f64 * 8.0 / secs / 1e9;
+        let (a, b) = (common::value_at(&s, from), common::value_at(&s, to));
+        let probe = common::gbps(&[a], &[b], from, to)[0];
         assert!(
             (probe - gbps[i]).abs() <= 0.01 * gbps[i],
             "{cc}: flow probe {col} {probe:.2} Gbit/s vs stack {:.2}",
@@ -140,8 +126,8 @@ fn run_two_flows(cc: &str, ecn: &str, from: u64, to: u64) -> TwoFlows {
         gbps,
         timeouts,
         drops,
-        mean_q: q.iter().sum::<u64>() as f64 / q.len().max(1) as f64,
-        max_q: q.iter().copied().max().unwrap_or(0),
+        mean_q,
+        max_q,
     }
 }
 
@@ -152,15 +138,7 @@ fn check_fair(name: &str, r: &TwoFlows) {
          ({} timeouts, {} drops)",
         r.gbps[0], r.gbps[1], r.mean_q, r.max_q, r.timeouts, r.drops
     );
-    let total: f64 = r.gbps.iter().sum();
-    for g in &r.gbps {
-        assert!(
-            (g - total / 2.0).abs() <= 0.1 * total / 2.0,
-            "{name}: {:?} not within 10 % of the fair share",
-            r.gbps
-        );
-    }
-    assert!(total > 80.0, "{name}: link underused: {total:.1} Gbit/s");
+    common::assert_fair(name, &r.gbps);
 }
 
 #[test]
@@ -382,26 +360,13 @@ fn sim_cc_dumbbell_example() {
     }
     let (from, to) = (500 * US, 2_900 * US);
     let p = fab.probes();
-    let at = |col: &str, t: u64| {
-        let s = p.series(col).unwrap();
-        s.iter()
-            .rev()
-            .find(|&&(x, _)| x <= t)
-            .map_or(0, |&(_, v)| v)
-    };
-    let secs = (to - from) as f64 / 1e12;
-    let gbps: Vec<f64> = ["a_rx", "b_rx"]
+    let rx: Vec<Vec<(u64, u64)>> = ["a_rx", "b_rx"]
         .iter()
-        .map(|c| (at(c, to) - at(c, from)) as f64 * 8.0 / secs / 1e9)
+        .map(|c| p.series(c).unwrap())
         .collect();
-    let q: Vec<u64> = p
-        .series("q")
-        .unwrap()
-        .into_iter()
-        .filter(|&(t, _)| (from..=to).contains(&t))
-        .map(|(_, v)| v)
-        .collect();
-    let mean_q = q.iter().sum::<u64>() as f64 / q.len() as f64;
+    let at = |t: u64| -> Vec<u64> { rx.iter().map(|s| common::value_at(s, t)).collect() };
+    let gbps = common::gbps(&at(from), &at(to), from, to);
+    let (mean_q, _) = common::mean_max(p.series("q").unwrap(), from, to);
     println!(
         "cc-dumbbell: {:.2} and {:.2} Gbit/s, uplink queue mean {mean_q:.0} B",
         gbps[0], gbps[1]
