@@ -103,12 +103,12 @@ fn full_size_tcp_crosses_proteus_switches() {
 /// queuing delay `t_qd` (queue bytes / line rate, `loadbal::proteus::hop`) stays below the
 /// packets' tolerable delay `t_td`, and they wait out a pause of any length.
 ///
-/// Tried (not landed): `t_qd` plus the pause's age as
-/// arrivals see it (better late than never, §III-C). On real frames the flow then moved to the
-/// other spine at its full rate in 6 of 7 runs (21-29 MB/s during the pause; reordered 0-89
-/// packets with 0-36 held behind the pause). In virtual time it broke the paper's Fig. 4 case
-/// (`xoff repro proteus`): f1's FCT 979 -> 1583 us, both spines paused > 500 us, Proteus 13 %
-/// slower than DRILL instead of 34 % faster. Left for issue 18.
+/// Tried (not landed): `t_qd` plus the pause's age as arrivals see it (better late than never,
+/// §III-C). On real frames the flow then moved to the other spine at its full rate in 6 of 7
+/// runs (21-29 MB/s during the pause; reordered 0-89 packets with 0-36 held behind the pause).
+/// In virtual time it broke the paper's Fig. 4 case (`xoff repro proteus`): f1's FCT 979 ->
+/// 1583 us, both spines paused > 500 us, Proteus 13 % slower than DRILL instead of 34 % faster.
+/// Left for issue 18.
 ///
 /// When this runs, the checks are: the XOFF arrived, Proteus moved the flow, the other spine
 /// carries it at a rate comparable to before. Reordering is printed, not asserted: packets held
