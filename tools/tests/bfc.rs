@@ -119,6 +119,9 @@ fn chain_bfc(run_args: &[&str], tag: &str) {
         ])
         .spawn()
         .expect("shim sender");
+    // Where B's frames went if it falls short: its sender, the switches, h3's interface, or
+    // h3's iperf3 socket (a starved receiver drops there).
+    let h3_rx0 = common::eth0_counter(&bed.ns("h3"), "rx_packets");
     // A: h1 -> h4, 4x the 100 Mbit/s bottleneck behind s2. B: h2 -> h3, shares s1's uplink.
     let (a, b) = std::thread::scope(|sc| {
         let a = sc.spawn(|| {
@@ -140,6 +143,15 @@ fn chain_bfc(run_args: &[&str], tag: &str) {
     let _ = shim.wait();
     std::thread::sleep(Duration::from_millis(500));
     let (ra, rb) = (received_bps(&a), received_bps(&b));
+    let h3_rx = common::eth0_counter(&bed.ns("h3"), "rx_packets") - h3_rx0;
+    let sum_b = &b["end"]["sum"];
+    eprintln!(
+        "B sent {:.1} Mbit/s ({} packets); h3's interface received {h3_rx} frames, its iperf3 \
+         reported {:.2} % lost",
+        sum_b["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        sum_b["packets"],
+        sum_b["lost_percent"].as_f64().unwrap_or(f64::NAN)
+    );
     for (sw, st) in [("s1", &bed.stats("s1")), ("s2", &bed.stats("s2"))] {
         for p in &st.ports {
             eprintln!("{sw}:{} drops {:?} xdp {:?}", p.name, p.drops, p.xdp);
