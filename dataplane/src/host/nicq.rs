@@ -28,7 +28,10 @@
 //!   queue paused; a flow sharing it is steered into a reserved queue (`rsvQ`, taken from the
 //!   free queues), which is paused while the other flows of its queue continue. The caller
 //!   reports departures ([`NicQueues::departed`]) so `rsvQ` resumes only once the flow's
-//!   earlier frames have left (in order).
+//!   earlier frames have left (in order). A NIC whose queues hold flows rather than frames
+//!   (the host stack, which makes each packet when its flow is served: nothing of a flow
+//!   waits in its queue) applies signals with [`NicQueues::apply_flows`], which moves the
+//!   flow itself into or out of `rsvQ`.
 
 use flowctl::aquarius::{QueueCmd, QueueTable};
 use flowctl::wire::signal::{Frame, Signal, SignalRepr};
@@ -306,6 +309,66 @@ impl<T> NicQueues<T> {
         }
     }
 
+    /// Applies `s` to a NIC whose queue items are flows (`key_of`: an item's flow key), each
+    /// making its packets when served: a flow paused by FID has no packet waiting in its
+    /// queue, so its later packets are all of it that `rsvQ` must hold. After a FlowPause or
+    /// FlowResume every flow is moved to the queue the QueueTable steers it to now (into
+    /// `rsvQ`, or back from it once resumed). Returns whether a flow moved.
+    pub fn apply_flows(&mut self, s: &Signal, key_of: impl Fn(&T) -> u32) -> bool {
+        match *s {
+            // Released (done) flows leave their queues first, so a queue only they held is
+            // empty for rsvQ. An assigned flow is one "packet" of its home queue to
+            // on_pause (itself), which departs from there as it moves.
+            Signal::FlowPause { .. } => {
+                let flows = &self.flows;
+                for q in &mut self.queues {
+                    q.retain(|x| flows.contains_key(&key_of(x)));
+                }
+                self.apply_keyed(s, |x| Some(key_of(x)))
+            }
+            Signal::FlowResume { .. } => self.apply(s),
+            _ => {
+                self.apply(s);
+                return false;
+            }
+        }
+        self.rehome(key_of)
+    }
+
+    /// Moves every flow to the queue [`queue_of`](Self::queue_of) gives it now; none has a
+    /// packet queued, so each steered look is taken back at once (`unsteer`) and a flow
+    /// moving into `rsvQ` leaves nothing behind in its old queue.
+    fn rehome(&mut self, key_of: impl Fn(&T) -> u32) -> bool {
+        let mut moves = Vec::new();
+        for q in 0..self.queues.len() {
+            let mut k = 0;
+            while k < self.queues[q].len() {
+                let key = key_of(&self.queues[q][k]);
+                if !self.flows.contains_key(&key) {
+                    k += 1; // released (done): never re-assigned here
+                    continue;
+                }
+                let to = usize::from(self.queue_of(key));
+                self.qt.unsteer(key);
+                if to == q || to >= self.queues.len() {
+                    k += 1;
+                    continue;
+                }
+                if let Some(item) = self.queues[q].remove(k) {
+                    moves.push((to, item));
+                }
+                if Some(to as u8) == self.qt.rsv() {
+                    self.departed(key, q);
+                }
+            }
+        }
+        let moved = !moves.is_empty();
+        for (to, item) in moves {
+            self.queues[to].push_back(item);
+        }
+        moved
+    }
+
     /// Applies a received Xoff signal frame; false if it is not one.
     pub fn on_signal(&mut self, frame: &[u8]) -> bool {
         self.on_signal_keyed(frame, |_| None)
@@ -443,5 +506,51 @@ mod tests {
         assert_eq!(n.queue_table().rsv(), None);
         assert_eq!(n.queue_of(7), 0);
         assert_eq!((n.pauses_rx, n.resumes_rx), (2, 2));
+    }
+
+    /// The host stack's NIC, whose queues hold flows: a FlowPause moves the named flow
+    /// itself into the paused `rsvQ` (the flow sharing its queue keeps being served), a
+    /// FlowResume brings it back and releases `rsvQ`; a flow alone in its queue has the
+    /// queue paused and does not move; a released (done) flow is left alone.
+    #[test]
+    fn flows_move_into_and_out_of_rsvq() {
+        let mut n: NicQueues<u32> = NicQueues::new(4);
+        // Flows 7 and 8 share queue 0 (as above); 9 has queue 1, 11 queue 3; queue 2 free.
+        for k in [7, 9, 10, 11, 8] {
+            n.queue_of(k);
+        }
+        n.release(10);
+        for k in [7, 8, 9, 11] {
+            let q = n.assigned(k).unwrap();
+            n.push(usize::from(q), k);
+        }
+        assert!(!n.apply_flows(&Signal::FlowPause { queue: 1, fid: 9 }, |&k| k));
+        assert_eq!(n.paused, 0b10, "alone: its queue is paused");
+        assert!(n.apply_flows(&Signal::FlowPause { queue: 0, fid: 7 }, |&k| k));
+        assert_eq!(n.queue_table().rsv(), Some(2));
+        assert_eq!(n.paused, 0b110);
+        assert_eq!(n.queue(2).iter().copied().collect::<Vec<_>>(), vec![7]);
+        assert_eq!(n.queue(0).iter().copied().collect::<Vec<_>>(), vec![8]);
+        // Served: 8 (queue 0) and 11 (queue 3) only, in turn.
+        let served: Vec<u32> = (0..4)
+            .filter_map(|_| n.serve(|_, q| q.front().copied()))
+            .collect();
+        assert_eq!(served, vec![8, 11, 8, 11]);
+        // A duplicate PAUSE changes nothing.
+        assert!(!n.apply_flows(&Signal::FlowPause { queue: 2, fid: 7 }, |&k| k));
+        // RESUME: rsvQ runs (nothing of 7 is left behind in queue 0), 7 goes home, rsvQ is
+        // released.
+        assert!(n.apply_flows(&Signal::FlowResume { queue: 2, fid: 7 }, |&k| k));
+        assert_eq!(n.paused, 0b10);
+        assert_eq!(n.queue_table().rsv(), None);
+        assert_eq!(n.queue(0).iter().copied().collect::<Vec<_>>(), vec![8, 7]);
+        assert!(n.queue(2).is_empty());
+        assert!(!n.apply_flows(&Signal::FlowResume { queue: 1, fid: 9 }, |&k| k));
+        assert_eq!(n.paused, 0);
+        // A done flow (released) leaves its queue and is not re-assigned.
+        n.release(11);
+        n.apply_flows(&Signal::FlowPause { queue: 0, fid: 8 }, |&k| k);
+        assert_eq!(n.assigned(11), None);
+        assert_eq!(n.load(3), 0);
     }
 }
