@@ -4,7 +4,9 @@
 //! receiver records, counters, the socket's XDP_STATISTICS). With `--bfc-queues N` it speaks
 //! BFC to its switch: N NIC queues with dynamic flow assignment, the Xoff data shim carrying
 //! each data frame's NIC queue, and Xoff signal frames pausing and resuming single queues
-//! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`). `--cc` picks the flows'
+//! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`). That NIC also honours
+//! Aquarius's per-flow FLOW PAUSE / FLOW RESUME (`--aquarius`: the same NIC, 8 queues by
+//! default). `--cc` picks the flows'
 //! congestion control (DCQCN, DCTCP, HPCC; `counters.ce_rx`, `cnp_tx`, `ece_rx`, `cnp_rx`
 //! count the ECN feedback).
 
@@ -67,6 +69,12 @@ pub struct HostArgs {
     /// and resume single queues. 0: off (a NIC queue per priority).
     #[arg(long, default_value_t = 0)]
     pub bfc_queues: usize,
+    /// Speak Aquarius (§3.3) to the first-hop switch: the BFC NIC above (8 queues unless
+    /// `--bfc-queues` says otherwise), which also honours per-flow FLOW PAUSE / FLOW RESUME
+    /// signals: the named flow (known by the FID the switch computes from its frames) moves
+    /// to a reserved NIC queue that is paused, and the flows sharing its queue keep sending.
+    #[arg(long)]
+    pub aquarius: bool,
     /// Congestion control of this host's flows: none, window (the fixed per-flow window,
     /// default), dcqcn, dctcp or hpcc (`dataplane::host::cc`). DCQCN and DCTCP send data
     /// ECN-capable and need ECN-marking switches; HPCC needs switches that append INT.
@@ -151,12 +159,16 @@ pub fn run(a: HostArgs) -> Result<i32> {
             dataplane::host::nicq::MAX_QUEUES
         );
     }
-    cfg.bfc_queues = a.bfc_queues;
+    cfg.bfc_queues = match (a.aquarius, a.bfc_queues) {
+        (true, 0) => 8,
+        (_, n) => n,
+    };
     cfg.cc = a.cc.parse().map_err(|e| anyhow!("--cc: {e}"))?;
     cfg.max_lag_ps = 200_000_000;
     let run_ps = parse_time(&a.run).map_err(|e| anyhow!("--run: {e}"))?;
     let mss = cfg.mss;
     let mut stack = HostStack::new(cfg, &sched);
+    stack.set_addresses(infos[me].ip, infos.iter().map(|h| h.ip).collect());
     let peers = peer_table(&infos, me);
     let info = infos[me].clone();
 

@@ -166,7 +166,9 @@ pub fn install_on(
                 c.bfc_queues = b.count();
             }
         }
-        let st = Rc::new(RefCell::new(HostStack::new(c, schedule)));
+        let mut stack = HostStack::new(c, schedule);
+        stack.set_addresses(info.ip, infos.iter().map(|h| h.ip).collect());
+        let st = Rc::new(RefCell::new(stack));
         let mut model = StackHost::new(st.clone(), peer_table(&infos, i));
         model.log_flows = log_flows;
         fabric.set_host_model(&info.name, Box::new(model));

@@ -39,8 +39,11 @@
 //! loss (spurious go-back-N in a lossless run). A pause cannot fire the timer; the time
 //! paused is added to its deadline.
 //!
-//! Not yet: the signals of Aquarius (per-flow PAUSE/RESUME, which the virtual-time fabric's
-//! NICs do honour) and Pyrrha (per-root pause); this stack ignores them.
+//! In BFC mode the NIC also honours Aquarius's per-flow FLOW PAUSE / FLOW RESUME (§3.3):
+//! the stack knows each flow at the NIC by the FID the switches compute from its data
+//! frames ([`HostStack::set_addresses`], [`wire::data_fid`]), so the named flow moves into
+//! the paused reserved queue and back ([`nicq::NicQueues::apply_flows`]) while the flows
+//! sharing its queue keep sending. Not yet: Pyrrha's per-root pause; the stack ignores it.
 
 pub mod cc;
 pub mod fabric;
@@ -173,6 +176,10 @@ struct TxFlow {
     rec: TxRecord,
     /// BFC mode: the NIC queue the flow holds.
     queue: u8,
+    /// BFC mode: the flow's key at the NIC: the FID hash the switches compute from its data
+    /// frames' 5-tuple (so an Aquarius FlowPause names it), or its id when the stack does
+    /// not know the addresses ([`HostStack::set_addresses`]).
+    key: u32,
     /// Congestion control state, the in-flight cap it allows (packets) and, for rate-based
     /// control, when the flow's rate limiter lets its next packet out.
     cc: FlowCc,
@@ -281,6 +288,8 @@ pub struct HostStack {
     rr: usize,
     /// BFC mode: the NIC queues (of indices into `tx`) instead of `queues`.
     bfc: Option<NicQueues<usize>>,
+    /// This host's IPv4 address and every schedule host's, by index: the flows' FIDs.
+    addrs: Option<(std::net::Ipv4Addr, Vec<std::net::Ipv4Addr>)>,
     acks: VecDeque<Segment>,
     rx: BTreeMap<u32, RxFlow>,
     /// Per priority: paused until (ps).
@@ -307,6 +316,7 @@ impl HostStack {
             queues: Default::default(),
             rr: 0,
             bfc: (cfg.bfc_queues > 0).then(|| NicQueues::new(cfg.bfc_queues)),
+            addrs: None,
             acks: VecDeque::new(),
             rx: BTreeMap::new(),
             paused_until: [0; 8],
@@ -328,7 +338,15 @@ impl HostStack {
 
     /// BFC mode: the NIC queue flow `id` holds, if it has one.
     pub fn queue_of(&self, id: u32) -> Option<u8> {
-        self.bfc.as_ref().and_then(|b| b.assigned(id))
+        let key = self.tx[*self.tx_index.get(&id)?].key;
+        self.bfc.as_ref().and_then(|b| b.assigned(key))
+    }
+
+    /// Tells the stack its own IPv4 address and every schedule host's (by index), so a flow
+    /// started afterwards is known at the NIC by the FID the switches compute from its data
+    /// frames, and an Aquarius FlowPause(q, FID) holds exactly that flow (§3.3).
+    pub fn set_addresses(&mut self, me: std::net::Ipv4Addr, hosts: Vec<std::net::Ipv4Addr>) {
+        self.addrs = Some((me, hosts));
     }
 
     /// Handles any received frame of `len` bytes: PFC/PAUSE, Xoff signal, host-stack data or
@@ -363,9 +381,17 @@ impl HostStack {
         if self.bfc.is_some() {
             self.freeze_timers(now);
         }
+        let tx = &mut self.tx;
         match self.bfc.as_mut() {
             Some(b) => {
-                b.apply(&sig);
+                // Aquarius: a flow paused by FID moves to the reserved queue and back.
+                if b.apply_flows(&sig, |&i| tx[i].key) {
+                    for q in 0..b.count() {
+                        for &i in b.queue(q) {
+                            tx[i].queue = q as u8;
+                        }
+                    }
+                }
                 self.counters.signals_rx = b.signals_rx;
                 self.counters.pauses_rx = b.pauses_rx;
                 self.counters.resumes_rx = b.resumes_rx;
@@ -467,7 +493,7 @@ impl HostStack {
                 f.rec.done_ps = Some(now);
                 // All acknowledged: the flow gives its NIC queue back.
                 if let Some(b) = self.bfc.as_mut() {
-                    b.release(f.spec.id);
+                    b.release(f.key);
                 }
             }
         }
@@ -610,6 +636,12 @@ impl HostStack {
                     ..TxRecord::default()
                 },
                 queue: 0,
+                key: match &self.addrs {
+                    Some((me, ips)) => ips
+                        .get(spec.dst as usize)
+                        .map_or(spec.id, |&dst| wire::data_fid(*me, dst, spec.id)),
+                    None => spec.id,
+                },
                 cc: FlowCc::new(
                     self.cfg.cc,
                     now,
@@ -625,7 +657,7 @@ impl HostStack {
             self.tx_index.insert(spec.id, i);
             match self.bfc.as_mut() {
                 Some(b) => {
-                    let q = b.queue_of(spec.id);
+                    let q = b.queue_of(self.tx[i].key);
                     self.tx[i].queue = q;
                     b.push(usize::from(q), i);
                 }
@@ -1375,5 +1407,88 @@ mod tests {
             tuples.insert(t5.sport);
         }
         assert_eq!(tuples.len(), 3);
+    }
+
+    /// Aquarius §3.3 at the host: the NIC knows its flows by the FID the switch computes
+    /// from their frames, so FlowPause(q, FID) holds exactly that flow — moved into the
+    /// reserved queue, which is paused — while the flow sharing its NIC queue keeps
+    /// sending, with its frames' upstreamQ following the move; FlowResume brings it back.
+    #[test]
+    fn aquarius_flow_pause_holds_exactly_the_named_flow() {
+        use crate::wire::MacAddr;
+        use std::net::Ipv4Addr;
+        let ips = vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
+        // Two NIC queues: 1 → 0, 2 → 1, 3 shares queue 0 with 1; 2 (one packet) completes
+        // and leaves queue 1 empty for the reserved queue.
+        let mss = u64::from(StackConfig::new(0, 1, 0).mss);
+        let flows = [flow(1, 1_000 * mss), flow(2, mss), flow(3, 1_000 * mss)];
+        let mut a = bfc_stack(2, &flows);
+        a.set_addresses(ips[0], ips.clone());
+        a.on_tick(0);
+        assert_eq!(
+            (a.queue_of(1), a.queue_of(2), a.queue_of(3)),
+            (Some(0), Some(1), Some(0))
+        );
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        a.on_frame(t, &ack(2, 1), 0);
+        assert_eq!(a.queue_of(2), None);
+        // The FID the switch computes from flow 1's frames is the stack's key for it.
+        let me = crate::config::HostInfo {
+            name: "h0".into(),
+            index: 0,
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            ip: ips[0],
+            prefix_len: 24,
+            gateway_mac: None,
+            nic_rate_bps: 10_000_000_000,
+            nic_delay_ps: 0,
+        };
+        let peer = fabric::PeerAddr {
+            mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            ip: ips[1],
+        };
+        let mut buf = [0u8; 2048];
+        let s1 = sent.iter().find(|s| s.hdr.flow == 1).unwrap();
+        let len = wire::emit_segment(&me, &peer, s1, &mut buf);
+        let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
+        let fid1 = crate::scheme::flow_id(&crate::parse::parse(&buf[..n]).unwrap());
+        assert_eq!(fid1, wire::data_fid(ips[0], ips[1], 1));
+        // FlowPause(0, FID of 1): flow 1 moves to the reserved queue 1, paused; flow 3
+        // keeps sending from queue 0.
+        a.on_receive(
+            t,
+            &signal(Signal::FlowPause {
+                queue: 0,
+                fid: fid1,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().queue_table().rsv(), Some(1));
+        assert_eq!(a.bfc().unwrap().paused, 0b10);
+        let held = drain(&mut a, &mut t);
+        assert!(held.iter().all(|s| s.hdr.flow != 1), "flow 1 still sent");
+        assert!(
+            held.iter().any(|s| s.hdr.flow == 3),
+            "the flow sharing its queue stopped"
+        );
+        // FlowResume: flow 1 sends again, from its own queue, and rsvQ is released.
+        a.on_receive(
+            t,
+            &signal(Signal::FlowResume {
+                queue: 1,
+                fid: fid1,
+            }),
+            60,
+        );
+        let back = drain(&mut a, &mut t);
+        let s1 = back
+            .iter()
+            .find(|s| s.hdr.flow == 1)
+            .expect("flow 1 resumed");
+        assert_eq!(s1.upq, Some(0), "back in its own queue");
+        assert_eq!(a.bfc().unwrap().queue_table().rsv(), None, "rsvQ released");
+        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert_eq!((a.counters.pauses_rx, a.counters.resumes_rx), (1, 1));
     }
 }

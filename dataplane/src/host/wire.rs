@@ -20,6 +20,7 @@ use crate::config::HostInfo;
 use crate::wire::data::{magic_payload_at, DataHeader, FrameTemplate, DATA_HEADER_LEN};
 use crate::wire::EtherType;
 use flowctl::wire::shim::{self, ShimRepr};
+use std::net::Ipv4Addr;
 
 /// Bytes of the host header in the UDP payload.
 pub const HEADER_LEN: usize = DATA_HEADER_LEN + 20;
@@ -32,6 +33,18 @@ pub const PORT: u16 = 4791;
 /// each flow is its own 5-tuple to ECMP and to BFC's flow table, as connections are.
 pub fn flow_port(flow: u32) -> u16 {
     49_152 + (flow % 16_384) as u16
+}
+
+/// The FID a switch computes for the data frames of flow `flow` from `src` to `dst`
+/// (`crate::scheme::flow_id` of their 5-tuple): what an Aquarius FlowPause names.
+pub fn data_fid(src: Ipv4Addr, dst: Ipv4Addr, flow: u32) -> u32 {
+    flowctl::bfc::fid_hash(
+        u128::from(u32::from(src)),
+        u128::from(u32::from(dst)),
+        flow_port(flow),
+        PORT,
+        17,
+    )
 }
 
 pub const FLAG_DATA: u8 = 1;
