@@ -221,6 +221,24 @@ impl Bed {
         s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
     }
 
+    /// `xoff testbed audit --json` of the whole testbed: (exit status 0, the audit).
+    pub fn audit(&self) -> (bool, serde_json::Value) {
+        let out = Command::new(xoff())
+            .args(["testbed", "audit"])
+            .arg(&self.file)
+            .args(["--name", &self.name, "--json"])
+            .output()
+            .expect("xoff testbed audit");
+        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "testbed audit: {e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.success(), v)
+    }
+
     pub fn ping(&self, from: &str, to: &str) -> bool {
         self.run(from, &["ping", "-c", "2", "-i", "0.2", "-W", "2", to])
             .status
