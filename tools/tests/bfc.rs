@@ -189,9 +189,27 @@ fn chain_bfc(run_args: &[&str], tag: &str) {
         q.iter().map(|x| (x.enq_pkts, x.drops)).collect::<Vec<_>>()
     );
     assert!(b1["ports"][2]["active_queues_max"].as_u64().unwrap() >= 2);
-    // A was held back to the bottleneck; B kept >= 80 % of its 300 Mbit/s.
+    // A was held back to the bottleneck; B kept >= 80 % of its rate through the switches.
+    // B is counted where the switches hand it over (h3's interface) against what its sender
+    // sent, as the other chain tests count their victim (tests/common `ChainRun`): iperf3's
+    // own figure also has the sender's shortfall and a starved receiver's socket drops, which
+    // beside a CPU hog were most of B's "loss" (258.6 of 300 Mbit/s sent, 90 % at h3's
+    // interface, 36 % "lost" by iperf3). The sender must still have offered half of its
+    // 300 Mbit/s, or the run shows nothing.
     assert!(ra < 150e6, "A not held to the bottleneck: {ra}");
-    assert!(rb >= 0.8 * 300e6, "B lost its rate: {rb}");
+    let (b_sent, b_bps) = (
+        sum_b["packets"].as_u64().unwrap_or(0),
+        sum_b["bits_per_second"].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        b_bps >= 150e6,
+        "B's sender only sent {b_bps} bit/s: no test"
+    );
+    assert!(
+        h3_rx as f64 >= 0.8 * b_sent as f64,
+        "B lost its rate at the switches: {h3_rx} of {b_sent} frames reached h3 (iperf3: \
+         {rb} bit/s received)"
+    );
     // s1 backpressured the shim-speaking host h2 (queue 3) with signal frames.
     let to_h2 = &b1["ports"][1];
     assert!(
