@@ -54,6 +54,8 @@ pub struct FlowletChoice {
     pub local: Vec<u8>,
     /// Per uplink: Congestion-To-Leaf toward the destination leaf.
     pub remote: Vec<u8>,
+    /// Per uplink: the packet's queue there was PFC-paused (CONGA does not look at it).
+    pub paused: Vec<bool>,
 }
 
 /// Counters of one pipe's CONGA.
@@ -247,6 +249,7 @@ impl CongaScheme {
                     remote: (0..n)
                         .map(|i| leaf.to_leaf(usize::from(d), i, now))
                         .collect(),
+                    paused: (0..n).map(|i| view(i).paused).collect(),
                 });
             }
         }
