@@ -14,18 +14,23 @@ use dataplane::Topology;
 use std::fmt::Write;
 use std::path::Path;
 
-/// Leaves L1 (hosts a1..a4) and L2 (b1..b4), spines C1, C2, 40 Gbit/s, 1 µs links; `pfc`:
-/// PFC on priority 3 with a 1 MB buffer at every switch; `flows`: the `[[flow]]` tables.
-fn topology(pfc: bool, flows: &str) -> String {
+/// Leaves L1 (hosts a1..a4, 10.0.1.0/24) and L2 (b1..b4), and with `third` L3 (c1..c4),
+/// spines C1, C2, 40 Gbit/s, 1 µs links; `pfc`: PFC on priority 3 with a 1 MB buffer at every
+/// switch; `flows`: the `[[flow]]` tables.
+fn topology(pfc: bool, third: bool, flows: &str) -> String {
     let buf = if pfc {
         "buffer = { buffer_bytes = 1000000, headroom_mode = \"dsh\", response_ps = 0 }\n\
          pfc = { enable_mask = 8 }\n"
     } else {
         ""
     };
+    let leaves: &[(&str, u8, &str)] = if third {
+        &[("L1", 1, "a"), ("L2", 2, "b"), ("L3", 3, "c")]
+    } else {
+        &[("L1", 1, "a"), ("L2", 2, "b")]
+    };
     let mut t = format!("name = \"conga-test\"\n[sim]\nseed = 3\nhonor_pfc = {pfc}\n");
-    for (leaf, subnet, hosts) in [("L1", 1, "a"), ("L2", 2, "b")] {
-        let other = 3 - subnet;
+    for &(leaf, subnet, hosts) in leaves {
         let _ = write!(
             t,
             "[[switch]]\nname = \"{leaf}\"\nlb = \"conga\"\n\
@@ -39,10 +44,12 @@ fn topology(pfc: bool, flows: &str) -> String {
                 "[[switch.route]]\nprefix = \"10.0.{subnet}.{h}/32\"\nvia = [\"h{h}\"]\n"
             );
         }
-        let _ = write!(
-            t,
-            "[[switch.route]]\nprefix = \"10.0.{other}.0/24\"\nvia = [\"up1\", \"up2\"]\n"
-        );
+        for &(_, other, _) in leaves.iter().filter(|l| l.1 != subnet) {
+            let _ = write!(
+                t,
+                "[[switch.route]]\nprefix = \"10.0.{other}.0/24\"\nvia = [\"up1\", \"up2\"]\n"
+            );
+        }
         for h in 1..=4 {
             let _ = write!(
                 t,
@@ -51,22 +58,26 @@ fn topology(pfc: bool, flows: &str) -> String {
             );
         }
     }
-    for c in ["C1", "C2"] {
+    for (i, c) in ["C1", "C2"].iter().enumerate() {
+        let ports: Vec<String> = leaves
+            .iter()
+            .map(|l| format!("{{ name = \"l{}\" }}", l.1))
+            .collect();
         let _ = write!(
             t,
             "[[switch]]\nname = \"{c}\"\nlb = \"conga\"\n\
              defaults = {{ rate = \"40Gbit\", delay = \"1us\", queues = 8 }}\n\
-             port = [{{ name = \"l1\" }}, {{ name = \"l2\" }}]\n{buf}\
-             [[switch.route]]\nprefix = \"10.0.1.0/24\"\nvia = [\"l1\"]\n\
-             [[switch.route]]\nprefix = \"10.0.2.0/24\"\nvia = [\"l2\"]\n"
+             port = [{}]\n{buf}",
+            ports.join(", ")
         );
-    }
-    for (i, c) in ["C1", "C2"].iter().enumerate() {
-        let _ = write!(
-            t,
-            "[[link]]\na = \"L1:up{n}\"\nb = \"{c}:l1\"\n[[link]]\na = \"L2:up{n}\"\nb = \"{c}:l2\"\n",
-            n = i + 1
-        );
+        for &(leaf, subnet, _) in leaves {
+            let _ = write!(
+                t,
+                "[[switch.route]]\nprefix = \"10.0.{subnet}.0/24\"\nvia = [\"l{subnet}\"]\n\
+                 [[link]]\na = \"{leaf}:up{n}\"\nb = \"{c}:l{subnet}\"\n",
+                n = i + 1
+            );
+        }
     }
     t + flows
 }
@@ -92,6 +103,7 @@ fn run(text: &str) -> (Fabric, Vec<FlowletChoice>) {
 #[test]
 fn new_flowlets_avoid_the_loaded_uplink() {
     let text = topology(
+        false,
         false,
         "[[flow]]\nname = \"load\"\nsrc = \"a1\"\ndst = \"b1\"\nprio = 3\nrate = \"30Gbit\"\n\
          stop = \"1500us\"\nsport = 1000\n\
@@ -125,6 +137,7 @@ fn new_flowlets_avoid_the_loaded_uplink() {
 fn a_pfc_paused_uplink_looks_idle_and_new_flowlets_take_it() {
     let text = topology(
         true,
+        false,
         "[[flow]]\nname = \"victim-maker\"\nsrc = \"a1\"\ndst = \"b1\"\nprio = 3\n\
          stop = \"1500us\"\nsport = 1000\n\
          [[flow]]\nname = \"bg\"\nsrc = \"a3\"\ndst = \"b3\"\nprio = 3\nrate = \"25Gbit\"\n\
@@ -161,4 +174,50 @@ fn a_pfc_paused_uplink_looks_idle_and_new_flowlets_take_it() {
             "the paused uplink reads idle: {c:?}"
         );
     }
+}
+
+/// Congestion L1 cannot see locally: L3 sends 38 Gbit/s to b1 through C1 only (its route to
+/// L2 has just up1), so C1's link to L2 is nearly full while L1's own uplinks stay idle. The
+/// probe's flowlets from L1 to L2 carry CE = C1→L2's DRE when they cross C1; L2 stores it
+/// and feeds it back on b2's ACK stream; from then on L1 reads uplink 1 (to C1) as congested
+/// through Congestion-To-Leaf alone and new flowlets take uplink 2 (CONGA §3.2–3.4: global,
+/// leaf-to-leaf congestion awareness).
+#[test]
+fn remote_congestion_fed_back_steers_new_flowlets() {
+    let text = topology(
+        false,
+        true,
+        "[[flow]]\nname = \"load\"\nsrc = \"c1\"\ndst = \"b1\"\nprio = 3\nrate = \"38Gbit\"\n\
+         stop = \"1500us\"\nsport = 1000\n\
+         [[flow]]\nname = \"probe\"\nsrc = \"a2\"\ndst = \"b2\"\nprio = 3\nstart = \"50us\"\n\
+         stop = \"1500us\"\npattern = \"onoff\"\non = \"20us\"\noff = \"200us\"\nsport = 2000\n\
+         [[flow]]\nname = \"ack\"\nsrc = \"b2\"\ndst = \"a2\"\nprio = 6\nrate = \"1Gbit\"\n\
+         pkt = 66\nstop = \"1500us\"\nsport = 5201\ndport = 2000\n",
+    );
+    // L3 reaches L2 by C1 only.
+    let (head, l3) = text.split_at(text.find("name = \"L3\"").unwrap());
+    let text = head.to_string()
+        + &l3.replacen(
+            "prefix = \"10.0.2.0/24\"\nvia = [\"up1\", \"up2\"]",
+            "prefix = \"10.0.2.0/24\"\nvia = [\"up1\"]",
+            1,
+        );
+    let (f, choices) = run(&text);
+    let probes: Vec<_> = choices.iter().filter(|c| c.sport == 2000).collect();
+    let informed: Vec<_> = probes.iter().filter(|c| c.remote[0] >= 5).collect();
+    assert!(
+        informed.len() >= 3,
+        "L1 learned C1→L2's congestion from L2's feedback: {probes:#?}"
+    );
+    for c in &informed {
+        assert_eq!(c.uplink, 1, "{c:?}");
+        assert!(c.local[0] <= 1, "uplink 1 is idle locally: {c:?}");
+    }
+    let st = f
+        .switch("L1")
+        .unwrap()
+        .scheme_stats(f.now())
+        .and_then(|s| s.conga)
+        .unwrap();
+    assert!(st.feedback_applied > 0, "{st:?}");
 }
