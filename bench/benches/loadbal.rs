@@ -103,7 +103,7 @@ fn conga(c: &mut Criterion) {
                 k = k.wrapping_add(1);
                 // 256 flows; every 4096 packets all pause longer than T_fl, so each flow's
                 // next packet (1 in 16) starts a flowlet.
-                if k % 4096 == 0 {
+                if k.is_multiple_of(4096) {
                     now += p.t_fl_ps + 1;
                 }
                 let flow = k & 255;
