@@ -244,11 +244,7 @@ impl CongaLeaf {
 
     /// Source leaf: feedback (`fb_lbtag`, `fb_metric`) from `leaf` arrived at `now`.
     pub fn on_feedback(&mut self, leaf: usize, fb_lbtag: usize, fb_metric: u8, now: u64) {
-        if let Some(e) = self
-            .to_leaf
-            .get_mut(leaf)
-            .and_then(|r| r.get_mut(fb_lbtag))
-        {
+        if let Some(e) = self.to_leaf.get_mut(leaf).and_then(|r| r.get_mut(fb_lbtag)) {
             *e = ToLeaf {
                 metric: fb_metric,
                 at: now,
