@@ -216,10 +216,13 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
              the path whose utilisation PFC pausing lowered) needs f1 to start flowlets while \
              S2's bursts pause its path. Here f1 is one gapless line-rate UDP stream, so it has \
              one flowlet (T_fl = 125 µs at 40 Gbit/s), chosen at t = 0 on a tie: {f1_seen}. \
-             S2's first burst flowlet then chose the less utilised uplink: {}; so the pause \
-             builds on the spine f1 is not on, and CONGA's f1 never meets it. With the \
-             paper's DCQCN transport f1's rate (and gaps) would vary; that transport is not \
-             wired into this case (issue 19)",
+             S2's first burst flowlet then chose the less utilised uplink: {}; f1 at line \
+             rate keeps its own uplink reading near 7 of 7, so no later flowlet of S2 (or of \
+             anything) joins it while the other uplink is below, the pause builds on the spine \
+             f1 is not on, and CONGA's f1 never meets it: CONGA here does what it is designed \
+             to, and beats Proteus, whose f1 waits behind the pause until Algorithm 2 moves it. \
+             With the paper's DCQCN transport f1's rate (and gaps) would vary; that transport \
+             is not wired into this case (issue 19)",
             show(s2_first)
         )),
         Row::holds(
