@@ -1,6 +1,7 @@
-//! Per-packet path decisions of `loadbal` (issue 18): DRILL(2, 1) among a leaf's uplinks and
+//! Per-packet path decisions of `loadbal` (issue 18): DRILL(2, 1) among a leaf's uplinks,
 //! Proteus's source-edge Algorithm 1 plus a hop's Algorithm 2 (targets: DRILL ≤ 60 ns,
-//! Proteus ≤ 100 ns per packet). Run: `cargo bench -p bench --bench loadbal --
+//! Proteus ≤ 100 ns per packet), and CONGA's source-leaf decision (flowlet lookup, a new
+//! flowlet's choice over local DREs and Congestion-To-Leaf, the piggybacked feedback). Run: `cargo bench -p bench --bench loadbal --
 //! --measurement-time 3`.
 
 use std::hint::black_box;
@@ -78,5 +79,49 @@ fn proteus(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, drill, proteus);
+/// CONGA at a source leaf, per packet: the flowlet lookup (256 active flows, 1 in 16 packets
+/// starts a flowlet), the choice over `n` uplinks reading each uplink's DRE,
+/// the DRE update on the chosen uplink, and one piggybacked feedback entry.
+fn conga(c: &mut Criterion) {
+    use loadbal::conga::{CongaLeaf, Dre, Params};
+    const RATE: u64 = 100_000_000_000;
+    for n in [4usize, 8] {
+        let p = Params::scaled(RATE);
+        let mut leaf = CongaLeaf::new(p, 8, 1 << 16, 1);
+        let mut dre = vec![Dre::default(); n];
+        for l in 0..8 {
+            for u in 0..n {
+                leaf.on_arrival(l, u, (u % 8) as u8);
+                leaf.on_feedback(l, u, ((u * 3) % 8) as u8, 0);
+            }
+        }
+        let mut now = 0u64;
+        let mut k = 0u32;
+        c.bench_function(&format!("conga_packet_{n}"), |b| {
+            b.iter(|| {
+                now += 120_000; // a 1500 B packet at 100 Gbit/s
+                k = k.wrapping_add(1);
+                // 256 flows; every 4096 packets all pause longer than T_fl, so each flow's
+                // next packet (1 in 16) starts a flowlet.
+                if k.is_multiple_of(4096) {
+                    now += p.t_fl_ps + 1;
+                }
+                let flow = k & 255;
+                let t = now;
+                let d = &dre;
+                let local = |i: usize| {
+                    let mut x = d[i];
+                    x.metric(&p, RATE, t)
+                };
+                let ch = leaf.pick(black_box(flow.wrapping_mul(2_654_435_761)), 3, n, local, t);
+                if let Some(ch) = ch {
+                    dre[ch.uplink].on_send(&p, 1500, t);
+                }
+                black_box((ch, leaf.feedback_for(3)));
+            })
+        });
+    }
+}
+
+criterion_group!(benches, drill, proteus, conga);
 criterion_main!(benches);

@@ -219,9 +219,9 @@ impl Switch {
             .push(ledger.clone());
         Ok(Switch {
             policy: match spec.lb {
-                crate::config::LoadBalancer::Ecmp | crate::config::LoadBalancer::Proteus => {
-                    loadbal::PathPolicy::ecmp(spec.seed)
-                }
+                crate::config::LoadBalancer::Ecmp
+                | crate::config::LoadBalancer::Proteus
+                | crate::config::LoadBalancer::Conga => loadbal::PathPolicy::ecmp(spec.seed),
                 crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
             },
             schemes,

@@ -79,6 +79,7 @@ fn bfc_pauses_one_queue_pfc_pauses_the_priority() {
             Scheme::Pyrrha(_) => "pyrrha",
             Scheme::Aquarius(_) => "aquarius",
             Scheme::Proteus(_) => "proteus",
+            Scheme::Conga(_) => "conga",
         })
         .collect();
     assert_eq!(kinds, ["bfc", "pfc"]);

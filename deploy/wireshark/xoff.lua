@@ -15,6 +15,9 @@
 --       version 1 (flowctl/src/wire/shim.rs): upstreamQ u8, then the original EtherType
 --       version 2 (Proteus): reserved u8, path + 3 alternatives (4 x 12 bits, 0xFFF none),
 --                 tolerable delay t_td ns (u24), send time ns (u24, low bits), EtherType
+--       version 3 (CONGA, flowctl/src/wire/conga.rs; flags bit 0 = FB valid): LBTag (4 bits)
+--                 | CE (low 3 bits), FB_LBTag (4 bits) | FB_Metric (low 3 bits), reserved u8,
+--                 source leaf u16, EtherType
 --   802.1Qbb PFC and 802.3x PAUSE (EtherType 0x8808) are Wireshark's own `macc` dissector.
 -- All fields big endian. Use: tshark -X lua_script:deploy/wireshark/xoff.lua -r capture.pcap -V
 --      (or copy to ~/.local/lib/wireshark/plugins/)
@@ -173,7 +176,14 @@ local s_alt = ProtoField.uint16("xoffshim.alt", "Alternative path (4095: none)")
 local s_ttd = ProtoField.uint32("xoffshim.t_td_ns", "Tolerable delay t_td (ns)")
 local s_sent = ProtoField.uint32("xoffshim.sent_ns", "Send time (ns, low 24 bits)")
 local s_type = ProtoField.uint16("xoffshim.type", "Type", base.HEX)
-shim.fields = { s_ver, s_flags, s_upq, s_reserved, s_path, s_alt, s_ttd, s_sent, s_type }
+-- Version 3 (CONGA).
+local s_lbtag = ProtoField.uint8("xoffshim.lbtag", "LBTag (source leaf's uplink)", base.DEC, nil, 0xF0)
+local s_ce = ProtoField.uint8("xoffshim.ce", "CE (path congestion, 3 bits)", base.DEC, nil, 0x07)
+local s_fb_lbtag = ProtoField.uint8("xoffshim.fb_lbtag", "FB_LBTag", base.DEC, nil, 0xF0)
+local s_fb_metric = ProtoField.uint8("xoffshim.fb_metric", "FB_Metric", base.DEC, nil, 0x07)
+local s_src_leaf = ProtoField.uint16("xoffshim.src_leaf", "Source leaf")
+shim.fields = { s_ver, s_flags, s_upq, s_reserved, s_path, s_alt, s_ttd, s_sent, s_type,
+                s_lbtag, s_ce, s_fb_lbtag, s_fb_metric, s_src_leaf }
 local e_shim = ProtoExpert.new("xoffshim.bad_version", "Unknown shim version", expert.group.MALFORMED, expert.severity.WARN)
 shim.experts = { e_shim }
 
@@ -192,7 +202,7 @@ end
 function shim.dissector(buf, pinfo, tree)
     if buf:len() < 4 then return end
     local ver = bit.rshift(buf(0, 1):uint(), 4)
-    local len = (ver == 2) and 16 or 4
+    local len = (ver == 2) and 16 or ((ver == 3) and 8 or 4)
     if buf:len() < len then return end
     local t = tree:add(shim, buf(0, len))
     t:add(s_ver, buf(0, 1))
@@ -214,6 +224,18 @@ function shim.dissector(buf, pinfo, tree)
         t:add(s_sent, buf(11, 3))
         inner = buf(14, 2)
         t:append_text(string.format(", path %d, t_td %d ns", ids[1], buf(8, 3):uint()))
+    elseif ver == 3 then
+        t:add(s_lbtag, buf(1, 1))
+        t:add(s_ce, buf(1, 1))
+        if bit.band(buf(0, 1):uint(), 1) == 1 then
+            t:add(s_fb_lbtag, buf(2, 1))
+            t:add(s_fb_metric, buf(2, 1))
+        end
+        t:add(s_reserved, buf(3, 1))
+        t:add(s_src_leaf, buf(4, 2))
+        inner = buf(6, 2)
+        t:append_text(string.format(", LBTag %d, CE %d", bit.rshift(buf(1, 1):uint(), 4),
+            bit.band(buf(1, 1):uint(), 7)))
     else
         t:add_proto_expert_info(e_shim)
         return

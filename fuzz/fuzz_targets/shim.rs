@@ -1,12 +1,12 @@
-//! The Xoff data shims (EtherType 0x88B6): version 1 (BFC's upstreamQ) and version 2
-//! (Proteus: path ids, tolerable delay, send time). Parse, pop and push on arbitrary bytes
-//! with an arbitrary claimed length (a frame's length comes from the ring descriptor, not
+//! The Xoff data shims (EtherType 0x88B6): version 1 (BFC's upstreamQ), version 2
+//! (Proteus: path ids, tolerable delay, send time) and version 3 (CONGA: LBTag, CE,
+//! feedback). Parse, pop and push on arbitrary bytes with an arbitrary claimed length (a frame's length comes from the ring descriptor, not
 //! from the buffer): pop then push restores the frame, and neither ever writes outside the
 //! buffer.
 #![no_main]
 
 use arbitrary::Arbitrary;
-use flowctl::wire::{proteus, shim};
+use flowctl::wire::{conga, proteus, shim};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -65,5 +65,19 @@ fuzz_target!(|inp: Input| {
         if m > 16 {
             assert_eq!(&back[16..m], &data[16..m]);
         }
+    }
+    // Version 3 (CONGA).
+    if let Ok(f) = conga::Frame::new_checked(data) {
+        let _ = (f.lbtag(), f.ce(), f.fb_lbtag(), f.fb_metric(), f.src_leaf());
+        let _ = conga::ShimRepr::parse(&f);
+    }
+    let mut buf = data.to_vec();
+    buf.resize(data.len() + usize::from(inp.room), 0);
+    if let Ok((r, n)) = conga::ShimRepr::pop(&mut buf, len) {
+        assert_eq!(n + conga::SHIM_LEN, len.min(buf.len()));
+        let mut back = buf.clone();
+        assert_eq!(r.push(&mut back, n), Some(len.min(buf.len())));
+        // A pushed shim parses back to what was popped (reserved bits are rewritten as 0).
+        assert_eq!(conga::ShimRepr::pop(&mut back, n + conga::SHIM_LEN).map(|x| x.0), Ok(r));
     }
 });

@@ -6,11 +6,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod conga;
 pub mod drill;
 pub mod ecmp;
 pub mod policy;
 pub mod proteus;
 
+pub use conga::CongaLeaf;
 pub use drill::Drill;
 pub use ecmp::{ecmp_hash, ecmp_pick, FiveTuple};
 pub use policy::{Candidate, PathPolicy};

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+// issue 18 (branch conga)
+pub mod conga;
 pub mod machines;
 pub mod paths;
 pub mod resolved;
@@ -212,7 +214,8 @@ pub struct SwitchConfig {
     /// Aquarius parameters (`[switch.aquarius]`; used when `scheme = "aquarius"`).
     pub aquarius: Option<AquariusSettings>,
     // --- issue 18 (branch proteus): load balancing ---
-    /// Path policy among equal-cost next hops: `ecmp` (default), `drill` or `proteus`.
+    /// Path policy among equal-cost next hops: `ecmp` (default), `drill`, `proteus` or
+    /// `conga`.
     #[serde(default)]
     pub lb: LoadBalancer,
     // --- end issue 18 ---
@@ -239,6 +242,9 @@ pub enum LoadBalancer {
     /// Proteus (`loadbal::proteus`, `crate::scheme::proteus`): source routing by path id
     /// with the data shim version 2 toward Proteus peers, ECMP for the rest.
     Proteus,
+    /// CONGA (`loadbal::conga`, `crate::scheme::conga`): flowlets on leaf-to-leaf congestion
+    /// with the data shim version 3 toward CONGA peers, ECMP for the rest (branch conga).
+    Conga,
 }
 // --- end issue 18 ---
 

@@ -260,6 +260,7 @@ impl ResolvedTopology {
         r.resolve_pyrrha(t)?;
         // Issue 18: Proteus switches get the path model (it needs every switch's routes).
         super::paths::attach(&mut r).map_err(|e| err("lb".into(), e))?;
+        super::conga::attach(&mut r);
         Ok(r)
     }
 
@@ -546,6 +547,7 @@ impl Ctx<'_> {
             aquarius,
             lb: s.lb,
             proteus: None,
+            conga: None,
             hugepages: s.hugepages,
             int: s.int,
         })

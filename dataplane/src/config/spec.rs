@@ -82,6 +82,8 @@ pub struct SwitchSpec {
     pub lb: super::LoadBalancer,
     /// Proteus's view of the path model (`lb = "proteus"`, issue 18).
     pub proteus: Option<std::sync::Arc<super::paths::ProteusSpec>>,
+    /// CONGA's view of the topology (`lb = "conga"`, issue 18's baseline).
+    pub conga: Option<std::sync::Arc<super::conga::CongaSpec>>,
     /// Huge pages for the AF_XDP UMEM, if reserved (issue 23 item 4).
     pub hugepages: bool,
     /// HPCC INT on every egress port (issue 19).

@@ -24,6 +24,8 @@
 
 pub mod aquarius;
 pub mod bfc;
+// issue 18 (branch conga): CONGA, Proteus's baseline.
+pub mod conga;
 pub mod pfc;
 pub mod proteus;
 pub mod pyrrha;
@@ -148,6 +150,8 @@ pub enum Scheme {
     Aquarius(Box<aquarius::AquariusScheme>),
     /// Proteus: PFC-aware source routing over the topology's paths (a path scheme).
     Proteus(Box<proteus::ProteusScheme>),
+    /// CONGA: flowlets on leaf-to-leaf congestion fed back on reverse traffic (a path scheme).
+    Conga(Box<conga::CongaScheme>),
 }
 
 /// Typed counters of a pipe's schemes, serialized only at the control socket and in reports.
@@ -158,6 +162,8 @@ pub struct SchemeStats {
     pub aquarius: Option<aquarius::AquariusStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfc: Option<bfc::BfcStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conga: Option<conga::CongaStats>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<pfc::PfcStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +247,7 @@ impl Scheme {
             Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Aquarius(a) => a.on_control(port, ethertype, frame, afc, now),
             Scheme::Proteus(p) => p.on_control(ethertype, frame, now),
+            Scheme::Conga(_) => None,
         }
     }
 
@@ -250,6 +257,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_ingress(mem, pkt),
             Scheme::Aquarius(a) => a.on_ingress(mem, pkt),
             Scheme::Proteus(p) => p.on_ingress(mem, pkt),
+            Scheme::Conga(c) => c.on_ingress(mem, pkt),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => {}
         }
     }
@@ -260,7 +268,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_parsed(pkt, meta),
             Scheme::Pyrrha(p) => p.on_parsed(pkt, meta),
             Scheme::Aquarius(a) => a.on_parsed(pkt, meta),
-            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) | Scheme::Conga(_) => {}
         }
     }
 
@@ -270,7 +278,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.select_queue(pkt, view, now),
             Scheme::Pyrrha(p) => p.select_queue(pkt, view, now),
             Scheme::Aquarius(a) => a.select_queue(pkt, view, now),
-            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) | Scheme::Conga(_) => {}
         }
     }
 
@@ -279,7 +287,7 @@ impl Scheme {
         match self {
             Scheme::Bfc(b) => b.on_drop(pkt, now),
             Scheme::Aquarius(a) => a.on_drop(pkt, now),
-            Scheme::Pfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => {}
+            Scheme::Pfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) | Scheme::Conga(_) => {}
         }
     }
 
@@ -296,7 +304,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Pyrrha(p) => p.on_enqueue(pkt, queue, queue_bytes, view, now),
             Scheme::Aquarius(a) => a.on_enqueue(pkt, queue, queue_bytes, view, now),
-            Scheme::Pfc(_) | Scheme::Proteus(_) => {}
+            Scheme::Pfc(_) | Scheme::Proteus(_) | Scheme::Conga(_) => {}
         }
     }
 
@@ -314,6 +322,7 @@ impl Scheme {
             Scheme::Pyrrha(p) => p.on_dequeue(queue, queue_bytes, view, now),
             Scheme::Aquarius(a) => a.on_dequeue(pkt, queue, view, now),
             Scheme::Proteus(p) => p.on_dequeue(now),
+            Scheme::Conga(c) => c.on_dequeue(now),
             Scheme::Pfc(_) => {}
         }
     }
@@ -331,6 +340,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.egress_rewrite(mem, pkt.frame, len, port, queue),
             Scheme::Aquarius(a) => a.egress_rewrite(mem, pkt.frame, len, port, queue),
             Scheme::Proteus(p) => p.egress_rewrite(mem, pkt, len, port),
+            Scheme::Conga(c) => c.egress_rewrite(mem, pkt, len, port),
             Scheme::Pfc(_) | Scheme::Pyrrha(_) => len,
         }
     }
@@ -342,6 +352,7 @@ impl Scheme {
             Scheme::Pyrrha(p) => p.poll(out),
             Scheme::Aquarius(a) => a.poll(out),
             Scheme::Proteus(p) => p.poll(now, out),
+            Scheme::Conga(_) => {}
         }
     }
 
@@ -353,6 +364,7 @@ impl Scheme {
             Scheme::Pyrrha(p) => p.poll_due(),
             Scheme::Aquarius(a) => a.poll_due(),
             Scheme::Proteus(p) => p.poll_due(now),
+            Scheme::Conga(_) => false,
         }
     }
 
@@ -363,6 +375,7 @@ impl Scheme {
             Scheme::Pyrrha(_) => None,
             Scheme::Aquarius(a) => a.next_deadline(),
             Scheme::Proteus(p) => p.next_deadline(),
+            Scheme::Conga(_) => None,
         }
     }
 
@@ -371,7 +384,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.watchdog_due(now),
             Scheme::Aquarius(a) => a.timer_due(now),
-            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => false,
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) | Scheme::Conga(_) => false,
         }
     }
 
@@ -379,7 +392,7 @@ impl Scheme {
         match self {
             Scheme::Pfc(p) => p.watchdog_tick(now, ports, afc),
             Scheme::Aquarius(a) => a.on_timer(now, afc),
-            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) => {}
+            Scheme::Bfc(_) | Scheme::Pyrrha(_) | Scheme::Proteus(_) | Scheme::Conga(_) => {}
         }
     }
 }
@@ -397,7 +410,10 @@ impl Schemes {
             },
         };
         let pfc = pfc::PfcScheme::new(spec, queues.is_some())?.map(|p| Scheme::Pfc(Box::new(p)));
-        let path = proteus::ProteusScheme::new(spec).map(|p| Scheme::Proteus(Box::new(p)));
+        let path = match proteus::ProteusScheme::new(spec) {
+            Some(p) => Some(Scheme::Proteus(Box::new(p))),
+            None => conga::CongaScheme::new(spec).map(|c| Scheme::Conga(Box::new(c))),
+        };
         Ok(Schemes { path, queues, pfc })
     }
 
@@ -482,6 +498,7 @@ impl Schemes {
     ) -> Option<usize> {
         match &mut self.path {
             Some(Scheme::Proteus(p)) => p.route(pkt, t, n, &view, now),
+            Some(Scheme::Conga(c)) => c.route(pkt, t, n, &view, now),
             _ => None,
         }
     }
@@ -631,14 +648,20 @@ impl Schemes {
             Some(Scheme::Proteus(p)) => Some(p.stats()),
             _ => None,
         };
+        let conga = match &self.path {
+            Some(Scheme::Conga(c)) => Some(c.stats()),
+            _ => None,
+        };
         let any = pfc.is_some()
             || bfc.is_some()
+            || conga.is_some()
             || pyrrha.is_some()
             || aquarius.is_some()
             || proteus.is_some();
         any.then_some(SchemeStats {
             aquarius,
             bfc,
+            conga,
             pfc,
             proteus,
             pyrrha,

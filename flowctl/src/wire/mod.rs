@@ -9,6 +9,8 @@
 //! Frames are handled without the trailing 4-byte FCS: AF_XDP (like most NICs) strips it on
 //! receive and the NIC appends it on transmit.
 
+// issue 18 (branch conga): CONGA data shim v3.
+pub mod conga;
 pub mod pfc;
 // issue 18 (branch proteus): Proteus data shim v2 and feedback signal.
 pub mod proteus;

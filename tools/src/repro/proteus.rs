@@ -7,8 +7,10 @@
 //! The victim f1 (S1 → R1, 2 MB at line rate) shares L1 with S2, whose bursts to R2 meet 14
 //! bursting hosts under L3: R2's port backs up, L3 pauses its ingress ports, the spine carrying
 //! S2's bursts pauses, and the pause reaches L1. The paper (§V-B, on Fig. 4(d)): f1's FCT is
-//! 34 % lower under Proteus than under DRILL. CONGA and Hermes, the paper's other baselines
-//! in Fig. 2 and 3, are not built.
+//! 34 % lower under Proteus than under DRILL and 39 % lower than under CONGA (Fig. 2: f1 under
+//! CONGA stays on the paused path). CONGA runs `conga-fig4.toml`: the same file with
+//! `lb = "conga"` and ACK streams back to L1, which carry CONGA's feedback. Hermes is not
+//! built.
 //!
 //! Transport: the fabric's constant-rate UDP flows with PFC-honouring NICs; the paper's is
 //! DCQCN (issue 19, not landed).
@@ -17,6 +19,7 @@ use super::{sim_file, Check, Ctx, Row, Section};
 use crate::plot::{write_chart, Chart};
 use anyhow::{Context, Result};
 use dataplane::fabric::{Fabric, FabricOptions, SimReport};
+use dataplane::scheme::conga::{CongaStats, FlowletChoice};
 use dataplane::scheme::proteus::ProteusStats;
 use dataplane::Topology;
 use std::fmt::Write;
@@ -29,6 +32,8 @@ struct Fig4 {
     report: SimReport,
     /// L1's Proteus counters (Proteus only).
     l1: Option<ProteusStats>,
+    /// L1's CONGA counters and flowlet decisions (CONGA only).
+    conga: Option<CongaStats>,
     /// How long each spine's port toward L3 was PFC-paused, µs.
     paused: [f64; 2],
     /// f1's received MB over time (µs, MB).
@@ -82,10 +87,9 @@ fn fig4(file: &str, lb: Option<&str>) -> Result<Fig4> {
     }
     f.run();
     let now = f.now();
-    let l1 = f
-        .switch("L1")
-        .and_then(|s| s.scheme_stats(now))
-        .and_then(|s| s.proteus);
+    let l1s = f.switch("L1").and_then(|s| s.scheme_stats(now));
+    let conga = l1s.as_ref().and_then(|s| s.conga.clone());
+    let l1 = l1s.and_then(|s| s.proteus);
     let mut paused = [0.0; 2];
     for (i, c) in ["C1", "C2"].iter().enumerate() {
         let sw = f.switch(c).context(c.to_string())?;
@@ -109,6 +113,7 @@ fn fig4(file: &str, lb: Option<&str>) -> Result<Fig4> {
     Ok(Fig4 {
         report: f.report(),
         l1,
+        conga,
         paused,
         progress,
     })
@@ -118,9 +123,10 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
     let e = fig4("proteus-fig4.toml", Some("ecmp"))?;
     let d = fig4("drill-fig4.toml", None)?;
     let p = fig4("proteus-fig4.toml", None)?;
+    let c = fig4("conga-fig4.toml", None)?;
     let mut log = String::new();
     let mut complete = true;
-    for (n, r) in [("ECMP", &e), ("DRILL", &d), ("Proteus", &p)] {
+    for (n, r) in [("ECMP", &e), ("DRILL", &d), ("Proteus", &p), ("CONGA", &c)] {
         let _ = writeln!(
             log,
             "{n}: f1 FCT {:?} µs, reordered {} of {} packets; C1:l3 paused {:.0} µs, C2:l3 {:.0} \
@@ -136,12 +142,54 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
     }
     let st = p.l1.clone().context("L1 Proteus stats")?;
     let _ = writeln!(log, "Proteus L1: {st:?}");
+    let cs = c.conga.clone().context("L1 CONGA stats")?;
+    // CONGA's new-flowlet decisions at L1 for the flows leaving it: what each uplink read
+    // (max of local DRE and Congestion-To-Leaf, Q = 3) when the flowlet chose.
+    let show = |ch: &FlowletChoice| {
+        format!(
+            "t = {:.1} µs sport {} → uplink {} (local DRE {:?}, to-leaf {:?}, paused {:?})",
+            ch.t_ps as f64 / 1e6,
+            ch.sport,
+            ch.uplink,
+            ch.local,
+            ch.remote,
+            ch.paused
+        )
+    };
+    for ch in &cs.choices {
+        let _ = writeln!(log, "CONGA L1 flowlet: {}", show(ch));
+    }
+    let _ = writeln!(
+        log,
+        "CONGA L1: {} routed, {} new flowlets, {} feedback sent, {} applied",
+        cs.routed, cs.new_flowlets, cs.feedback_sent, cs.feedback_applied
+    );
+    let f1_sport = 49152;
+    let s2_sport = 49155;
+    let f1_choices: Vec<&FlowletChoice> =
+        cs.choices.iter().filter(|x| x.sport == f1_sport).collect();
+    let s2_first = cs
+        .choices
+        .iter()
+        .find(|x| x.sport == s2_sport)
+        .context("CONGA: S2's first burst flowlet")?;
+    let f1_on_s2_path = f1_choices.iter().any(|x| x.uplink == s2_first.uplink);
+    // Why CONGA's f1 misses the pause here (the margin row's note): one flowlet, on the
+    // uplink S2's bursts did not take.
+    let explained = !f1_on_s2_path && f1_choices.len() == 1;
     // A flow that did not complete shows as infinite FCT, so every comparison below fails.
     let fct = |r: &Fig4| -> Result<f64> { Ok(r.fct_us()?.unwrap_or(f64::INFINITY)) };
-    let (fe, fd, fp) = (fct(&e)?, fct(&d)?, fct(&p)?);
+    let (fe, fd, fp, fc) = (fct(&e)?, fct(&d)?, fct(&p)?, fct(&c)?);
+    let c_complete = c.report.flows.iter().all(|f| f.lost == 0) && c.fct_us()?.is_some();
     let (long, short) = (p.paused[0].max(p.paused[1]), p.paused[0].min(p.paused[1]));
     let (re, rd, rp) = (e.reordered()?, d.reordered()?, p.reordered()?);
-    let fcts = format!("f1 FCT: ECMP {fe:.0} µs, DRILL {fd:.0} µs, Proteus {fp:.0} µs");
+    let fcts =
+        format!("f1 FCT: ECMP {fe:.0} µs, DRILL {fd:.0} µs, Proteus {fp:.0} µs, CONGA {fc:.0} µs");
+    let f1_seen = f1_choices
+        .iter()
+        .map(|x| show(x))
+        .collect::<Vec<_>>()
+        .join("; ");
     let rows = vec![
         Row::new(
             "§V-B on §II-B.3 Fig. 4(d)",
@@ -156,6 +204,53 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
              S2's bursts over both spines, so both spines' ports toward L3 pause and f1, \
              sprayed too, waits whichever it takes; Proteus keeps S2 on one spine and moves f1 \
              off it at L1 when the pause arrives (Algorithm 2)"
+        )),
+        Row::new(
+            "§V-B on §II-B.3 Fig. 4(d)",
+            "f1 FCT, Proteus vs CONGA: reduction",
+            "\"the FCT of the victim flow f1 is reduced by 39% … over CONGA\"",
+            (1.0 - fp / fc) * 100.0,
+            "%",
+        )
+        // The same band as DRILL's row; it does not hold here, for the reason in the note,
+        // which the run checks (the next row): the verdict reads "differs (explained)" while
+        // that reason holds and BROKEN if it stops holding.
+        .check(Check::AtLeast(25.0))
+        .differs(explained)
+        .note(format!(
+            "{fcts}. Not reproduced: the paper's mechanism (Fig. 2d: CONGA keeps putting f1 on \
+             the path whose utilisation PFC pausing lowered) needs f1 to start flowlets while \
+             S2's bursts pause its path. Here f1 is one gapless line-rate UDP stream, so it has \
+             one flowlet (T_fl = 125 µs at 40 Gbit/s), chosen at t = 0 on a tie: {f1_seen}. \
+             S2's first burst flowlet then chose the less utilised uplink: {}; f1 at line \
+             rate keeps its own uplink reading near 7 of 7, so no later flowlet of S2 (or of \
+             anything) joins it while the other uplink is below, the pause builds on the spine \
+             f1 is not on, and CONGA's f1 never meets it: CONGA here does what it is designed \
+             to, and beats Proteus, whose f1 waits behind the pause until Algorithm 2 moves it. \
+             With the paper's DCQCN transport f1's rate (and gaps) would vary; that transport \
+             is not wired into this case (issue 19)",
+            show(s2_first)
+        )),
+        Row::holds(
+            "§II-B.1 Fig. 2(d)",
+            "CONGA: f1 and S2's bursts on different uplinks (why the row above differs)",
+            "CONGA \"always allocates the packets of f1 to Path2\", the paused one",
+            explained,
+        )
+        .note(
+            "holds = the explanation above holds: f1 had one flowlet and S2's bursts took the \
+             other uplink. tests/conga.rs shows the paper's point where new flowlets do meet a \
+             pause: a PFC-paused uplink reads idle to CONGA and takes them",
+        ),
+        Row::holds(
+            "§II-B.3",
+            "CONGA: PFC lossless, f1 completes, feedback reached L1",
+            "PFC-enabled lossless network; CONGA's leaf-to-leaf feedback",
+            c_complete && cs.feedback_applied > 0,
+        )
+        .note(format!(
+            "L1 applied {} piggybacked metrics from L3's ACK streams",
+            cs.feedback_applied
         )),
         Row::new(
             "§II-B.3 Fig. 4",
@@ -242,6 +337,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 ("ECMP".into(), e.progress.clone()),
                 ("DRILL".into(), d.progress.clone()),
                 ("Proteus".into(), p.progress.clone()),
+                ("CONGA".into(), c.progress.clone()),
             ],
             step: false,
             ..Default::default()
@@ -256,9 +352,10 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 B1 → D1, B2 → D2 at 15 Gbit/s until 1 ms; 5 bursts to R2 from 100 to 500 µs, \
                 S2 at line rate 80 µs on / 20 µs off and 14 hosts under L3 20 µs on / 80 µs off \
                 (the paper gives flow counts, not timings). `deploy/sim/proteus-fig4.toml`, \
-                `drill-fig4.toml`, and ECMP on the same file. Transport: constant-rate UDP, not \
-                the paper's DCQCN (issue 19). CONGA and Hermes are not built; the §V-B \
-                large-scale Web Search runs are not here yet."
+                `drill-fig4.toml`, `conga-fig4.toml` (with 1 Gbit/s ACK streams back to L1 for \
+                CONGA's feedback), and ECMP on the same file. Transport: constant-rate UDP, \
+                not the paper's DCQCN (issue 19). Hermes is not built; the §V-B large-scale \
+                Web Search runs are not here yet."
             .into(),
         rows,
         plots: vec!["proteus-fig4d.svg".into()],
