@@ -267,6 +267,9 @@ pub struct StackCounters {
     pub resumes_rx: u64,
     /// Xoff signal frames received with BFC mode off (not honoured).
     pub signals_ignored: u64,
+    /// Aquarius per-flow signals naming no flow this host is sending (a PAUSE of one is not
+    /// honoured: nothing to hold).
+    pub flow_signals_unknown: u64,
     /// Receiver: data frames that arrived CE-marked, and ACKs that carried a CNP.
     pub ce_rx: u64,
     pub cnp_tx: u64,
@@ -393,6 +396,7 @@ impl HostStack {
                     }
                 }
                 self.counters.signals_rx = b.signals_rx;
+                self.counters.flow_signals_unknown = b.unknown_flow_signals;
                 self.counters.pauses_rx = b.pauses_rx;
                 self.counters.resumes_rx = b.resumes_rx;
             }

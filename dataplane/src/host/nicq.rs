@@ -60,6 +60,9 @@ pub struct NicQueues<T> {
     pub signals_rx: u64,
     pub pauses_rx: u64,
     pub resumes_rx: u64,
+    /// Aquarius signals naming a flow no queue holds (finished, or not this NIC's): a PAUSE
+    /// of one is not applied (nothing to hold), a RESUME is (it may settle `rsvQ`).
+    pub unknown_flow_signals: u64,
     /// Aquarius per-flow pauses: the upstream QueueTable of the NIC's port.
     qt: QueueTable,
     cmds: Vec<QueueCmd>,
@@ -77,6 +80,7 @@ impl<T> Default for NicQueues<T> {
             signals_rx: 0,
             pauses_rx: 0,
             resumes_rx: 0,
+            unknown_flow_signals: 0,
             qt: QueueTable::new(0),
             cmds: Vec::new(),
         }
@@ -315,6 +319,15 @@ impl<T> NicQueues<T> {
     /// FlowResume every flow is moved to the queue the QueueTable steers it to now (into
     /// `rsvQ`, or back from it once resumed). Returns whether a flow moved.
     pub fn apply_flows(&mut self, s: &Signal, key_of: impl Fn(&T) -> u32) -> bool {
+        if let Signal::FlowPause { fid, .. } | Signal::FlowResume { fid, .. } = *s {
+            if !self.flows.contains_key(&fid) {
+                self.unknown_flow_signals += 1;
+                if matches!(s, Signal::FlowPause { .. }) {
+                    self.signals_rx += 1;
+                    return false;
+                }
+            }
+        }
         match *s {
             // Released (done) flows leave their queues first, so a queue only they held is
             // empty for rsvQ. An assigned flow is one "packet" of its home queue to
@@ -552,5 +565,9 @@ mod tests {
         n.apply_flows(&Signal::FlowPause { queue: 0, fid: 8 }, |&k| k);
         assert_eq!(n.assigned(11), None);
         assert_eq!(n.load(3), 0);
+        // A PAUSE naming no flow of this NIC holds nothing.
+        let paused = n.paused;
+        assert!(!n.apply_flows(&Signal::FlowPause { queue: 3, fid: 11 }, |&k| k));
+        assert_eq!((n.paused, n.unknown_flow_signals), (paused, 1));
     }
 }
