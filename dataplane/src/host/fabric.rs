@@ -12,7 +12,7 @@
 //! frames into the fabric's flow log ([`StackHost::log_flows`]), so the flow table and flow
 //! probes cover them.
 
-use super::wire::{emit_segment, FLAG_DATA};
+use super::wire::{data_fid, emit_segment, FLAG_DATA};
 use super::{Header, HostStack};
 use crate::config::HostInfo;
 use crate::fabric::host::{HostCtx, HostModel};
@@ -64,6 +64,9 @@ impl StackHost {
                 break;
             };
             let info = ctx.info;
+            if seg.hdr.seq == 0 && seg.hdr.flags & FLAG_DATA != 0 && st.needs_fid(seg.hdr.flow) {
+                st.learn_fid(seg.hdr.flow, data_fid(info.ip, p.ip, seg.hdr.flow));
+            }
             let len = ctx.mem.with_mut(f, |d| emit_segment(info, p, &seg, d));
             if ctx.send(f, len) && self.log_flows && seg.hdr.flags & FLAG_DATA != 0 {
                 ctx.flows.record_tx(seg.hdr.flow, len);

@@ -39,8 +39,16 @@
 //! loss (spurious go-back-N in a lossless run). A pause cannot fire the timer; the time
 //! paused is added to its deadline.
 //!
-//! Not yet: the signals of Aquarius (per-flow PAUSE/RESUME, which the virtual-time fabric's
-//! NICs do honour) and Pyrrha (per-root pause); this stack ignores them.
+//! Aquarius (§3.3, issue 16): per-flow `FlowPause(q, FID)` / `FlowResume(q, FID)` hold
+//! exactly the named flow, through the NIC's [`flowctl::aquarius::QueueTable`] as the fabric's
+//! constant-rate NIC does ([`nicq`]): a flow alone in its NIC queue has that queue paused, a
+//! flow sharing it moves to the reserved queue `rsvQ` (paused) while the others continue, and
+//! returns to its queue once resumed. The FID is the switch's hash of the data frames'
+//! 5-tuple, which the driver tells the stack when it builds a flow's first frame
+//! ([`HostStack::learn_fid`]). The stack makes packets on demand, so none of a paused flow's
+//! packets waits in a NIC queue: the move to `rsvQ` keeps order trivially.
+//!
+//! Not yet: Pyrrha's per-root pause; this stack ignores it.
 
 pub mod cc;
 pub mod fabric;
@@ -171,8 +179,13 @@ struct TxFlow {
     /// The segment being timed for an RTT sample: (sequence number, sent at).
     timed: Option<(u64, u64)>,
     rec: TxRecord,
-    /// BFC mode: the NIC queue the flow holds.
+    /// BFC mode: the NIC queue the flow is in (`rsvQ` while an Aquarius pause holds it there).
     queue: u8,
+    /// BFC mode: the NIC queue the flow was assigned (its own).
+    home: u8,
+    /// The switches' flow id of its data frames (Aquarius signals name flows by it), once
+    /// the driver has told the stack ([`HostStack::learn_fid`]).
+    fid: Option<u32>,
     /// Congestion control state, the in-flight cap it allows (packets) and, for rate-based
     /// control, when the flow's rate limiter lets its next packet out.
     cc: FlowCc,
@@ -260,6 +273,9 @@ pub struct StackCounters {
     pub resumes_rx: u64,
     /// Xoff signal frames received with BFC mode off (not honoured).
     pub signals_ignored: u64,
+    /// Aquarius per-flow signals naming a flow id this host does not send (finished, or
+    /// never learnt): not honoured.
+    pub flow_signals_unknown: u64,
     /// Receiver: data frames that arrived CE-marked, and ACKs that carried a CNP.
     pub ce_rx: u64,
     pub cnp_tx: u64,
@@ -276,6 +292,8 @@ pub struct HostStack {
     pending: VecDeque<FlowSpec>,
     tx: Vec<TxFlow>,
     tx_index: BTreeMap<u32, usize>,
+    /// Switch flow id → flow id of the running flows whose id is known (Aquarius signals).
+    fids: BTreeMap<u32, u32>,
     /// Per NIC queue (= priority): started flows with data left, round robin.
     queues: [VecDeque<usize>; 8],
     rr: usize,
@@ -304,6 +322,7 @@ impl HostStack {
             pending: mine.into(),
             tx: Vec::new(),
             tx_index: BTreeMap::new(),
+            fids: BTreeMap::new(),
             queues: Default::default(),
             rr: 0,
             bfc: (cfg.bfc_queues > 0).then(|| NicQueues::new(cfg.bfc_queues)),
@@ -363,9 +382,30 @@ impl HostStack {
         if self.bfc.is_some() {
             self.freeze_timers(now);
         }
+        // Aquarius names flows by the switches' id: the NIC queues key them by the stack's.
+        use flowctl::wire::signal::Signal;
+        let sig = match sig {
+            Signal::FlowPause { queue, fid } | Signal::FlowResume { queue, fid }
+                if self.bfc.is_some() =>
+            {
+                let Some(&id) = self.fids.get(&fid) else {
+                    self.counters.flow_signals_unknown += 1;
+                    return true;
+                };
+                match sig {
+                    Signal::FlowPause { .. } => Signal::FlowPause { queue, fid: id },
+                    _ => Signal::FlowResume { queue, fid: id },
+                }
+            }
+            s => s,
+        };
         match self.bfc.as_mut() {
             Some(b) => {
                 b.apply(&sig);
+                if let Signal::FlowPause { fid: id, .. } = sig {
+                    self.hold(id);
+                }
+                let b = self.bfc.as_mut().expect("BFC mode");
                 self.counters.signals_rx = b.signals_rx;
                 self.counters.pauses_rx = b.pauses_rx;
                 self.counters.resumes_rx = b.resumes_rx;
@@ -373,6 +413,45 @@ impl HostStack {
             None => self.counters.signals_ignored += 1,
         }
         true
+    }
+
+    /// After an Aquarius PAUSE of flow `id`: the NIC queues count one packet of it as still
+    /// in its queue (what a NIC of frames has), but the stack makes packets on demand and has
+    /// none there, so that packet is reported gone; a flow moved to `rsvQ` is moved there.
+    fn hold(&mut self, id: u32) {
+        let (Some(&i), Some(b)) = (self.tx_index.get(&id), self.bfc.as_mut()) else {
+            return;
+        };
+        let q = usize::from(self.tx[i].queue);
+        b.departed(id, q);
+        if let Some(r) = b.queue_table().rsv_of(id) {
+            if usize::from(r) != q && b.relocate(q, usize::from(r), &i) {
+                self.tx[i].queue = r;
+            }
+        }
+    }
+
+    /// Tells the stack the switches' flow id (`scheme::flow_id` of its data frames) of its
+    /// flow `id`, which Aquarius signals name. BFC mode only; a no-op for unknown flows.
+    pub fn learn_fid(&mut self, id: u32, fid: u32) {
+        if self.bfc.is_none() {
+            return;
+        }
+        if let Some(&i) = self.tx_index.get(&id) {
+            if self.tx[i].fid.is_none() && self.tx[i].una < self.tx[i].pkts {
+                self.tx[i].fid = Some(fid);
+                self.fids.insert(fid, id);
+            }
+        }
+    }
+
+    /// Whether flow `id` still needs [`learn_fid`](Self::learn_fid) (BFC mode, running).
+    pub fn needs_fid(&self, id: u32) -> bool {
+        self.bfc.is_some()
+            && self
+                .tx_index
+                .get(&id)
+                .is_some_and(|&i| self.tx[i].fid.is_none() && self.tx[i].una < self.tx[i].pkts)
     }
 
     /// Applies a received MAC control frame (PFC: per class; 802.3x PAUSE: all classes).
@@ -468,6 +547,9 @@ impl HostStack {
                 // All acknowledged: the flow gives its NIC queue back.
                 if let Some(b) = self.bfc.as_mut() {
                     b.release(f.spec.id);
+                }
+                if let Some(fid) = f.fid {
+                    self.fids.remove(&fid);
                 }
             }
         }
@@ -610,6 +692,8 @@ impl HostStack {
                     ..TxRecord::default()
                 },
                 queue: 0,
+                home: 0,
+                fid: None,
                 cc: FlowCc::new(
                     self.cfg.cc,
                     now,
@@ -627,6 +711,7 @@ impl HostStack {
                 Some(b) => {
                     let q = b.queue_of(spec.id);
                     self.tx[i].queue = q;
+                    self.tx[i].home = q;
                     b.push(usize::from(q), i);
                 }
                 None => self.queues[usize::from(spec.prio & 7)].push_back(i),
@@ -731,7 +816,8 @@ impl HostStack {
     fn pick_bfc(&mut self, now: u64) -> Option<usize> {
         let tx = &self.tx;
         let paused_until = &self.paused_until;
-        self.bfc.as_mut()?.serve(|_, q| {
+        let b = self.bfc.as_mut()?;
+        let (q, i) = b.serve(|qn, q| {
             for _ in 0..q.len() {
                 let i = q.pop_front()?;
                 let f = &tx[i];
@@ -743,11 +829,27 @@ impl HostStack {
                     && f.next_tx_ps <= now
                     && paused_until[usize::from(f.spec.prio & 7)] <= now
                 {
-                    return Some(i);
+                    return Some((qn, i));
                 }
             }
             None
-        })
+        })?;
+        if q == usize::from(self.tx[i].home) && b.queue_table().is_quiet() {
+            return Some(i);
+        }
+        // Aquarius holds (or held) a flow: the queue this packet belongs in (`rsvQ` for a held
+        // flow; its own once resumed), where it leaves at once.
+        let id = self.tx[i].spec.id;
+        let e = b.queue_of(id);
+        b.departed(id, usize::from(e));
+        if usize::from(e) != q {
+            b.relocate(q, usize::from(e), &i);
+            self.tx[i].queue = e;
+            if b.is_paused(usize::from(e)) {
+                return None;
+            }
+        }
+        Some(i)
     }
 
     /// The next data packet of flow `i`.
@@ -1272,6 +1374,147 @@ mod tests {
         p.on_receive(0, &signal(Signal::Pause(0)), 60);
         assert_eq!((p.counters.signals_ignored, p.counters.signals_rx), (1, 0));
         assert!(p.poll_send(1).is_some());
+    }
+
+    /// Aquarius: a FlowPause naming a flow by the switches' id holds exactly that flow.
+    /// Sharing its NIC queue, it moves to `rsvQ` (a free queue, paused) while the other flow
+    /// of its queue keeps sending, and returns to its own queue after the RESUME; alone in its
+    /// queue, that queue is paused. Ids of flows the host does not run are counted, ignored.
+    #[test]
+    fn aquarius_flow_pause_holds_exactly_the_named_flow() {
+        let mss = u64::from(StackConfig::new(0, 1, 0).mss);
+        let flows = [
+            flow(1, 1_000_000),
+            flow(2, 1_000_000),
+            flow(3, mss),
+            flow(4, 1_000_000),
+        ];
+        let mut a = bfc_stack(3, &flows);
+        a.on_tick(0);
+        let q = |a: &HostStack| [1, 2, 3, 4].map(|i| a.queue_of(i));
+        assert_eq!(
+            q(&a),
+            [Some(0), Some(1), Some(2), Some(0)],
+            "4 shares 1's queue"
+        );
+        for id in 1..=4 {
+            assert!(a.needs_fid(id));
+            a.learn_fid(id, 0xf0 + id);
+            assert!(!a.needs_fid(id));
+        }
+        let mut t = 0;
+        drain(&mut a, &mut t);
+        // Flow 3 completes: queue 2 is free (what rsvQ is taken from).
+        a.on_frame(t, &ack(3, 1), 0);
+        drain(&mut a, &mut t);
+        let count = |v: &[Segment], id: u32| v.iter().filter(|s| s.hdr.flow == id).count();
+        a.on_receive(
+            t,
+            &signal(Signal::FlowPause {
+                queue: 0,
+                fid: 0xf4,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0b100, "rsvQ = queue 2, paused");
+        assert_eq!(a.bfc().unwrap().queue_table().rsv(), Some(2));
+        let v = drain(&mut a, &mut t);
+        assert_eq!((count(&v, 1), count(&v, 2), count(&v, 4)), (25, 25, 0));
+        assert!(v.iter().all(|s| s.upq == a.queue_of(s.hdr.flow)));
+        a.on_receive(
+            t,
+            &signal(Signal::FlowResume {
+                queue: 0,
+                fid: 0xf4,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert_eq!(a.bfc().unwrap().queue_table().rsv(), None, "released");
+        let v = drain(&mut a, &mut t);
+        assert!(count(&v, 4) > 0 && count(&v, 1) > 0 && count(&v, 2) > 0);
+        assert!(
+            v.iter().all(|s| s.upq == a.queue_of(s.hdr.flow)),
+            "4 is home"
+        );
+        // Flow 2 alone in queue 1: its queue is paused.
+        a.on_receive(
+            t,
+            &signal(Signal::FlowPause {
+                queue: 1,
+                fid: 0xf2,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0b10);
+        let v = drain(&mut a, &mut t);
+        assert_eq!(count(&v, 2), 0);
+        assert_eq!(count(&v, 1) + count(&v, 4), 50);
+        a.on_receive(
+            t,
+            &signal(Signal::FlowResume {
+                queue: 1,
+                fid: 0xf2,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert!(count(&drain(&mut a, &mut t), 2) > 0);
+        // A flow id this host does not send.
+        a.on_receive(
+            t,
+            &signal(Signal::FlowPause {
+                queue: 0,
+                fid: 0xdead,
+            }),
+            60,
+        );
+        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert_eq!(a.counters.flow_signals_unknown, 1);
+        assert_eq!((a.counters.pauses_rx, a.counters.resumes_rx), (2, 2));
+        // A finished flow forgets its id.
+        assert!(!a.needs_fid(3));
+    }
+
+    /// The id the stack learns for a flow is the one the switches compute from its frames.
+    #[test]
+    fn data_fid_is_the_switches_flow_id() {
+        use crate::config::HostInfo;
+        use crate::wire::MacAddr;
+        use std::net::Ipv4Addr;
+        let me = HostInfo {
+            name: "h0".into(),
+            index: 0,
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            ip: Ipv4Addr::new(10, 0, 1, 7),
+            prefix_len: 24,
+            gateway_mac: None,
+            nic_rate_bps: 10_000_000_000,
+            nic_delay_ps: 0,
+        };
+        let peer = fabric::PeerAddr {
+            mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            ip: Ipv4Addr::new(10, 0, 2, 9),
+        };
+        let mut a = bfc_stack(4, &[flow(77, 100_000), flow(20_000, 100_000)]);
+        a.on_tick(0);
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        let mut buf = [0u8; 2048];
+        for id in [77, 20_000] {
+            let s = sent.iter().find(|s| s.hdr.flow == id).unwrap();
+            let len = wire::emit_segment(&me, &peer, s, &mut buf);
+            let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
+            let m = crate::parse::parse(&buf[..n]).unwrap();
+            assert_eq!(
+                wire::data_fid(me.ip, peer.ip, id),
+                crate::scheme::flow_id(&m)
+            );
+        }
+        assert_ne!(
+            wire::data_fid(me.ip, peer.ip, 77),
+            wire::data_fid(me.ip, peer.ip, 78)
+        );
     }
 
     #[test]

@@ -148,6 +148,21 @@ impl<T> NicQueues<T> {
         }
     }
 
+    /// Moves the first `item` of queue `from` to the back of queue `to` (a host stack's flow
+    /// entering or leaving the reserved queue); false if `from` does not hold it.
+    pub fn relocate(&mut self, from: usize, to: usize, item: &T) -> bool
+    where
+        T: PartialEq,
+    {
+        let Some(k) = self.queues[from].iter().position(|x| x == item) else {
+            return false;
+        };
+        if let Some(x) = self.queues[from].remove(k) {
+            self.queues[to].push_back(x);
+        }
+        true
+    }
+
     /// The Aquarius QueueTable of the NIC.
     pub fn queue_table(&self) -> &QueueTable {
         &self.qt

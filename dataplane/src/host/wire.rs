@@ -34,6 +34,18 @@ pub fn flow_port(flow: u32) -> u16 {
     49_152 + (flow % 16_384) as u16
 }
 
+/// The switches' flow id ([`crate::scheme::flow_id`]) of flow `flow`'s data frames from
+/// `src` to `dst`: the hash of their UDP 5-tuple, which Aquarius signals name flows by.
+pub fn data_fid(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, flow: u32) -> u32 {
+    flowctl::bfc::fid_hash(
+        u128::from(u32::from(src)),
+        u128::from(u32::from(dst)),
+        flow_port(flow),
+        PORT,
+        17,
+    )
+}
+
 pub const FLAG_DATA: u8 = 1;
 pub const FLAG_ACK: u8 = 2;
 pub const FLAG_RETX: u8 = 4;

@@ -285,6 +285,19 @@ impl QueueTable {
             .map(|c| c.home)
     }
 
+    /// `rsvQ` if `fid` is held there (moved out of its shared queue).
+    #[inline]
+    pub fn rsv_of(&self, fid: u32) -> Option<u8> {
+        if self.congested.is_empty() {
+            return None;
+        }
+        self.congested
+            .iter()
+            .any(|c| c.fid == fid && c.in_rsv)
+            .then_some(self.rsv)
+            .flatten()
+    }
+
     /// RESUME(q, `fid`): a flow paused in its own queue resumes it (unless another held flow
     /// still pauses that queue); a flow in `rsvQ` is marked resumed and `rsvQ` resumes when
     /// the conditions of the module doc hold.
