@@ -628,12 +628,10 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
         bail!("{fname}: seeds: give at least one seed");
     }
     let mut cells = Vec::new();
-    let excluded = |p: &BTreeMap<String, String>| {
-        exp.exclude
-            .iter()
-            .any(|e| e.iter().all(|(k, v)| p.get(k) == Some(v)))
-    };
-    for params in cells_of(&exp.matrix).into_iter().filter(|p| !excluded(p)) {
+    for params in cells_of(&exp.matrix)
+        .into_iter()
+        .filter(|p| !excluded(&exp, p))
+    {
         for &seed in &exp.seeds {
             cells.push(CellSpec {
                 index: cells.len(),
@@ -1050,6 +1048,13 @@ fn cells_of(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> 
         out = next;
     }
     out
+}
+
+/// Whether the cell with settings `p` matches an entry of the file's `exclude` (not run).
+fn excluded(exp: &ExpFile, p: &BTreeMap<String, String>) -> bool {
+    exp.exclude
+        .iter()
+        .any(|e| e.iter().all(|(k, v)| p.get(k) == Some(v)))
 }
 
 /// A cell's congestion control: matrix `cc`, else `host.cc`, else `window`.
@@ -2157,5 +2162,68 @@ mod shard_tests {
         for bad in ["1/1", "0/0", "2", "a/3", "1/b", "-1/3"] {
             assert!(bad.parse::<ShardSpec>().is_err(), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod matrix_tests {
+    use super::*;
+
+    const EXP: &str = r#"
+name = "t"
+topology = "t.toml"
+mode = "virtual"
+duration = "1ms"
+[workload]
+kind = "load"
+cdf = "x.cdf"
+[matrix]
+scheme = ["bfc", "aquarius"]
+queues = ["32", "8"]
+[[exclude]]
+scheme = "aquarius"
+queues = "32"
+"#;
+
+    const TOPO: &str = r#"
+name = "t"
+[[switch]]
+name = "s1"
+defaults = { rate = "100Gbit", queues = 32 }
+pfc = { enable_mask = 8 }
+port = [{ name = "p1" }]
+"#;
+
+    /// `queues` sets every switch's queues per port and the BFC NICs' queues; `aquarius`
+    /// drops PFC and makes the hosts honour the schemes' signals; `exclude` removes cells.
+    #[test]
+    fn queues_aquarius_and_exclude() {
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let p = |s: &str, q: &str| {
+            BTreeMap::from([
+                ("scheme".to_string(), s.into()),
+                ("queues".into(), q.into()),
+            ])
+        };
+        let t: toml::Value =
+            toml::from_str(&patch_topology(TOPO, &p("aquarius", "8"), &exp).unwrap()).unwrap();
+        let sw = &t["switch"][0];
+        assert_eq!(sw["scheme"].as_str(), Some("aquarius"));
+        assert_eq!(sw["defaults"]["queues"].as_integer(), Some(8));
+        assert!(sw.get("pfc").is_none());
+        assert_eq!(t["sim"]["honor_bfc"].as_bool(), Some(true));
+        assert_eq!(t["sim"]["nic_bfc_queues"].as_integer(), Some(8));
+        assert!(patch_topology(TOPO, &p("bfc", "0"), &exp).is_err());
+        let real = ExpFile {
+            mode: Mode::Real,
+            ..exp.clone()
+        };
+        assert!(patch_topology(TOPO, &p("aquarius", "8"), &real).is_err());
+        let cells: Vec<_> = cells_of(&exp.matrix)
+            .into_iter()
+            .filter(|c| !excluded(&exp, c))
+            .collect();
+        assert_eq!(cells.len(), 3);
+        assert!(!cells.contains(&p("aquarius", "32")));
     }
 }
