@@ -154,6 +154,7 @@ fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
     ];
     let mut f = Vec::new();
     let mut clean = true;
+    let mut lossy = Vec::new();
     for (name, want) in &cells {
         let c = super::cell(&res, want)?;
         let x = fct(&c.dir)?;
@@ -164,6 +165,15 @@ fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
             && c.hosts_incomplete.is_empty()
             && c.audit.failure().is_none();
         clean &= ok;
+        if !ok {
+            lossy.push(format!(
+                "{name}: {drops} frames dropped at {} ports ({:?}), {} of {} flows completed",
+                c.drops_by_port.len(),
+                c.switch_drops,
+                c.summary.completed,
+                c.summary.flows
+            ));
+        }
         let a = &c.aquarius;
         let _ = writeln!(
             log,
@@ -327,7 +337,15 @@ fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
              BFC-8, Aquarius-8)",
             "per-hop flow control is lossless",
             clean,
-        ),
+        )
+        .note(if lossy.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{}; the FCT rows above then compare completed flows only",
+                lossy.join("; ")
+            )
+        }),
     ])
 }
 
