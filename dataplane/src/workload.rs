@@ -333,6 +333,69 @@ impl IncastSpec {
     }
 }
 
+/// Incast as background load (the HPCC/BFC/Aquarius evaluations' "X % load N-to-1 incast"):
+/// events arrive as a Poisson process offering `load` × `rate_bps` per host (over all
+/// `hosts`); each event picks a receiver and `fan_in` distinct other senders uniformly, and
+/// every sender sends one flow of a size drawn uniformly from `size_min..=size_max` (one size
+/// per event: a synchronised request's responses).
+#[derive(Debug, Clone)]
+pub struct IncastMix {
+    pub hosts: u32,
+    pub fan_in: u32,
+    pub size_min: u64,
+    pub size_max: u64,
+    /// Offered load per host, fraction of `rate_bps`.
+    pub load: f64,
+    pub rate_bps: u64,
+    pub prio: u8,
+    pub duration_ps: u64,
+    pub start_ps: u64,
+}
+
+impl IncastMix {
+    /// The incast flows, sorted by start time, ids from `first_id`; none if there are not
+    /// `fan_in` + 1 hosts.
+    pub fn generate(&self, seed: u64, first_id: u32) -> Vec<FlowSpec> {
+        let mut flows = Vec::new();
+        let n = self.fan_in.min(self.hosts.saturating_sub(1));
+        if n == 0 || self.load <= 0.0 {
+            return flows;
+        }
+        let mean_event = f64::from(n) * (self.size_min + self.size_max) as f64 / 2.0;
+        // Events share the load of every host: one event every mean_event bytes of it.
+        let gap =
+            mean_interarrival_ps(mean_event, self.load * f64::from(self.hosts), self.rate_bps);
+        let mut rng = Rng::stream(seed, 0x1c_a501);
+        let mut t = Arrival::Poisson.draw(&mut rng, gap);
+        while t < self.duration_ps as f64 {
+            let rx = rng.upto(u64::from(self.hosts) - 1) as u32;
+            let size = self.size_min + rng.upto(self.size_max.saturating_sub(self.size_min));
+            // `n` distinct senders other than the receiver: a partial Fisher-Yates shuffle.
+            let mut pool: Vec<u32> = (0..self.hosts).filter(|&h| h != rx).collect();
+            for k in 0..n as usize {
+                let j = k + rng.upto((pool.len() - 1 - k) as u64) as usize;
+                pool.swap(k, j);
+                flows.push(FlowSpec {
+                    id: 0,
+                    src: pool[k],
+                    dst: rx,
+                    size,
+                    start_ps: self.start_ps + t as u64,
+                    prio: self.prio,
+                });
+            }
+            t += Arrival::Poisson.draw(&mut rng, gap);
+        }
+        finish(flows, first_id)
+    }
+}
+
+/// Two schedules as one, sorted by start time (ties by sender), renumbered from `first_id`.
+pub fn combine(mut a: Vec<FlowSpec>, b: Vec<FlowSpec>, first_id: u32) -> Vec<FlowSpec> {
+    a.extend(b);
+    finish(a, first_id)
+}
+
 fn finish(mut flows: Vec<FlowSpec>, first_id: u32) -> Vec<FlowSpec> {
     flows.sort_by_key(|f| (f.start_ps, f.src, f.dst));
     for (i, f) in flows.iter_mut().enumerate() {
@@ -404,5 +467,41 @@ mod tests {
         assert!((c.mean() - (0.5 * 50.0 + 0.5 * 550.0)).abs() < 1e-9);
         assert!(Cdf::parse("0 0\n100 50\n", "t", "t").is_err());
         assert!(Cdf::parse("0 0\n100 60\n50 100\n", "t", "t").is_err());
+    }
+
+    /// Events of `fan_in` distinct senders to one receiver, one size per event within the
+    /// range, offering the asked load (over a long window, within sampling noise).
+    #[test]
+    fn incast_mix_offers_its_load_in_fan_in_events() {
+        let m = IncastMix {
+            hosts: 128,
+            fan_in: 100,
+            size_min: 50_000,
+            size_max: 200_000,
+            load: 0.05,
+            rate_bps: 100_000_000_000,
+            prio: 3,
+            duration_ps: 50_000_000_000, // 50 ms: about 320 events
+            start_ps: 0,
+        };
+        let f = m.generate(7, 0);
+        assert_eq!(f.len() % 100, 0);
+        for ev in f.chunks(100) {
+            let (rx, size, t) = (ev[0].dst, ev[0].size, ev[0].start_ps);
+            assert!((50_000..=200_000).contains(&size));
+            let mut src: Vec<u32> = ev.iter().map(|x| x.src).collect();
+            src.sort_unstable();
+            src.dedup();
+            assert_eq!(src.len(), 100, "distinct senders");
+            assert!(ev
+                .iter()
+                .all(|x| x.dst == rx && x.size == size && x.start_ps == t));
+            assert!(!src.contains(&rx));
+        }
+        let load = offered_load(&f, 128, m.rate_bps, m.duration_ps);
+        assert!((load / 0.05 - 1.0).abs() < 0.15, "offered {load}");
+        assert_eq!(f, m.generate(7, 0), "a pure function of the seed");
+        let c = combine(f.clone(), vec![], 5);
+        assert_eq!((c[0].id, c.len()), (5, f.len()));
     }
 }

@@ -17,12 +17,19 @@
 //! checks the shards belong together and writes what one run would have. Cluster recipes:
 //! `deploy/cluster/`.
 //!
-//! Schemes: `none` (no flow control), `pfc` (802.1Qbb on the lossless priority), and the BFC
-//! variants `bfc`, `bfc-stochastic`, `bfc-single` (the switch's `scheme`, PFC off). The hosts
-//! of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32): `xoff host
-//! --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim] honor_bfc`,
-//! unless the topology's `[sim]` already chooses: `honor_bfc`, or the partial-deployment
-//! `inflight_cap` for hosts that do not speak BFC).
+//! Schemes: `none` (no flow control), `pfc` (802.1Qbb on the lossless priority), the BFC
+//! variants `bfc`, `bfc-stochastic`, `bfc-single`, and `aquarius` (the switch's `scheme`, PFC
+//! off). The hosts of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32):
+//! `xoff host --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim]
+//! honor_bfc`, unless the topology's `[sim]` already chooses: `honor_bfc`, or the
+//! partial-deployment `inflight_cap` for hosts that do not speak BFC). Aquarius cells run in
+//! virtual time only, where the host stack honours per-flow pauses (`xoff host` does not yet).
+//! Matrix key `queues` sets every switch's queues per port and the BFC hosts' NIC queues (BFC-8
+//! vs BFC-32, Aquarius §2/§4); `exclude` drops the cells that match one of its entries.
+//!
+//! A `load` workload may carry an incast on top (`[workload.incast]`: `load`, `fan_in`,
+//! `size_min`, `size_max`; [`workload::IncastMix`]), as Aquarius §4's "70 % load + 5 % 100-to-1
+//! incast".
 //!
 //! End-host congestion control (issue 19): matrix key `cc` (or `host.cc` for every cell):
 //! `none`, `window` (the default), `dcqcn`, `dctcp`, `hpcc` (`dataplane::host::cc`); `xoff
@@ -121,8 +128,22 @@ struct ExpFile {
     /// `headroom` (sih, dsh), `lb` (ecmp, drill, proteus).
     #[serde(default)]
     matrix: BTreeMap<String, Vec<String>>,
+    /// Cells of the matrix not to run: a cell matching every key of one entry is skipped.
+    #[serde(default)]
+    exclude: Vec<BTreeMap<String, String>>,
     #[serde(default)]
     sample: SampleCfg,
+}
+
+/// `[workload.incast]`: incast events on top of a load workload ([`workload::IncastMix`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IncastMixCfg {
+    /// Offered load per host, fraction of the NIC rate.
+    load: f64,
+    fan_in: u32,
+    size_min: String,
+    size_max: String,
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -149,6 +170,8 @@ struct WorkloadCfg {
     sigma: Option<f64>,
     dests: Option<Vec<String>>,
     prios: Option<Vec<u8>>,
+    /// Load workloads: incast on top.
+    incast: Option<IncastMixCfg>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -219,6 +242,29 @@ impl CellAudit {
     }
 }
 
+/// Aquarius counters of a cell, summed over every switch port (and host stacks): why it
+/// paused, how often a congested flow was moved to `rsvQ` rather than its queue paused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AquariusTotals {
+    /// PAUSEs sent because the queue passed Q_high, and by contribution (Alg. 1).
+    pub pauses_qhigh: u64,
+    pub pauses_contribution: u64,
+    pub resumes: u64,
+    /// Upstream side (switch ports): PAUSEs that paused the flow's own queue, moved it to
+    /// `rsvQ`, or found no queue for `rsvQ`; `rsvQ` allocations.
+    pub queue_pauses: u64,
+    pub flows_reassigned: u64,
+    pub no_rsv: u64,
+    pub rsv_allocations: u64,
+    /// Flow-table entries shared by two flows (hash collisions).
+    pub table_collisions: u64,
+    /// The most flows active on one egress port.
+    pub active_flows_max: u64,
+    /// Host stacks: per-flow PAUSEs honoured, and signals naming no running flow.
+    pub host_pauses_rx: u64,
+    pub host_unknown: u64,
+}
+
 /// One cell's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
@@ -232,6 +278,9 @@ pub struct CellResult {
     pub xdp_lost: u64,
     /// Drops the switches counted, by reason.
     pub switch_drops: BTreeMap<String, u64>,
+    /// Where: drops per "switch:port" (ports that dropped anything).
+    #[serde(default)]
+    pub drops_by_port: BTreeMap<String, u64>,
     /// PFC XOFF frames the switches sent (including refreshes).
     pub pfc_pause_frames: u64,
     /// BFC PAUSE signals the switches sent (to upstream switches and BFC host NICs).
@@ -251,6 +300,9 @@ pub struct CellResult {
     /// The switches' lossless audit after the traffic stopped.
     #[serde(default)]
     pub audit: CellAudit,
+    /// Aquarius cells: the mechanisms' counters over every switch port and host.
+    #[serde(default)]
+    pub aquarius: AquariusTotals,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
@@ -563,15 +615,23 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     // Rates and delays do not change between cells.
     let paths = path_params(&exp, &topo0, &fname)?;
     for k in exp.matrix.keys() {
-        if !["scheme", "headroom", "lb", "cc"].contains(&k.as_str()) {
-            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc)");
+        if !["scheme", "headroom", "lb", "cc", "queues"].contains(&k.as_str()) {
+            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc, queues)");
+        }
+    }
+    for (i, e) in exp.exclude.iter().enumerate() {
+        if let Some(k) = e.keys().find(|k| !exp.matrix.contains_key(*k)) {
+            bail!("{fname}: exclude[{i}].{k}: not a matrix key");
         }
     }
     if exp.seeds.is_empty() {
         bail!("{fname}: seeds: give at least one seed");
     }
     let mut cells = Vec::new();
-    for params in cells_of(&exp.matrix) {
+    for params in cells_of(&exp.matrix)
+        .into_iter()
+        .filter(|p| !excluded(&exp, p))
+    {
         for &seed in &exp.seeds {
             cells.push(CellSpec {
                 index: cells.len(),
@@ -990,6 +1050,13 @@ fn cells_of(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> 
     out
 }
 
+/// Whether the cell with settings `p` matches an entry of the file's `exclude` (not run).
+fn excluded(exp: &ExpFile, p: &BTreeMap<String, String>) -> bool {
+    exp.exclude
+        .iter()
+        .any(|e| e.iter().all(|(k, v)| p.get(k) == Some(v)))
+}
+
 /// A cell's congestion control: matrix `cc`, else `host.cc`, else `window`.
 fn cell_cc(exp: &ExpFile, p: &BTreeMap<String, String>) -> Result<CcKind> {
     match p.get("cc").or(exp.host.cc.as_ref()) {
@@ -1019,7 +1086,21 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
     let bfc = match scheme {
         None | Some("none" | "pfc") => false,
         Some("bfc" | "bfc-stochastic" | "bfc-single") => true,
-        Some(o) => bail!("matrix.scheme: `{o}`: use none, pfc, bfc, bfc-stochastic or bfc-single"),
+        Some("aquarius") if exp.mode == Mode::Virtual => true,
+        Some("aquarius") => bail!(
+            "matrix.scheme: `aquarius` runs in virtual time only (xoff host does not honour \
+             per-flow pauses yet)"
+        ),
+        Some(o) => bail!(
+            "matrix.scheme: `{o}`: use none, pfc, bfc, bfc-stochastic, bfc-single or aquarius"
+        ),
+    };
+    let queues = match p.get("queues") {
+        Some(q) => match q.parse::<i64>() {
+            Ok(n) if (1..=128).contains(&n) => Some(n),
+            _ => bail!("matrix.queues: `{q}`: a number of queues per port, 1 to 128"),
+        },
+        None => None,
     };
     if let Some(h) = p.get("headroom") {
         if !["sih", "dsh"].contains(&h.as_str()) {
@@ -1071,6 +1152,14 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
         if let Some(lb) = p.get("lb") {
             t.insert("lb".into(), toml::Value::String(lb.clone()));
         }
+        if let Some(n) = queues {
+            let d = t
+                .entry("defaults")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(d) = d.as_table_mut() {
+                d.insert("queues".into(), toml::Value::Integer(n));
+            }
+        }
         if cc.uses_int() {
             // HPCC's senders read the INT records every switch appends.
             t.insert("int".into(), toml::Value::Boolean(true));
@@ -1103,7 +1192,10 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
             if !sim.contains_key("honor_bfc") && !sim.contains_key("inflight_cap") {
                 sim.insert("honor_bfc".into(), toml::Value::Boolean(true));
             }
-            if !sim.contains_key("nic_bfc_queues") {
+            if let Some(n) = queues {
+                // The NIC has as many queues as the switch ports (BFC-8: 8 everywhere).
+                sim.insert("nic_bfc_queues".into(), toml::Value::Integer(n));
+            } else if !sim.contains_key("nic_bfc_queues") {
                 let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);
                 sim.insert("nic_bfc_queues".into(), toml::Value::Integer(q as i64));
             }
@@ -1202,7 +1294,7 @@ fn schedule(
                 Some(r) => parse_rate(r).map_err(|e| anyhow!("{f}: host.rate: {e}"))?,
                 None => paths.nic_rate,
             };
-            Ok(LoadSpec {
+            let flows = LoadSpec {
                 cdf,
                 load,
                 rate_bps: rate.max(1),
@@ -1217,7 +1309,42 @@ fn schedule(
                 duration_ps: duration,
                 start_ps: 0,
             }
-            .generate(seed, 0))
+            .generate(seed, 0);
+            let Some(ic) = &w.incast else {
+                return Ok(flows);
+            };
+            let size = |s: &str, k: &str| {
+                parse_size(s).map_err(|e| anyhow!("{f}: workload.incast.{k}: {e}"))
+            };
+            let (lo, hi) = (
+                size(&ic.size_min, "size_min")?,
+                size(&ic.size_max, "size_max")?,
+            );
+            if lo == 0 || lo > hi {
+                bail!("{f}: workload.incast: size_min must be positive and at most size_max");
+            }
+            if !(ic.load > 0.0 && ic.load <= 1.0) || ic.fan_in == 0 {
+                bail!("{f}: workload.incast: load in (0, 1] and fan_in ≥ 1");
+            }
+            if ic.fan_in as usize >= topo.hosts.len() {
+                bail!(
+                    "{f}: workload.incast.fan_in: {} senders need more hosts",
+                    ic.fan_in
+                );
+            }
+            let incast = workload::IncastMix {
+                hosts: topo.hosts.len() as u32,
+                fan_in: ic.fan_in,
+                size_min: lo,
+                size_max: hi,
+                load: ic.load,
+                rate_bps: rate.max(1),
+                prio: w.prio.unwrap_or(3) & 7,
+                duration_ps: duration,
+                start_ps: 0,
+            }
+            .generate(seed, 0);
+            Ok(workload::combine(flows, incast, 0))
         }
         o => bail!("{f}: workload.kind: `{o}`: use incast or load"),
     }
@@ -1314,6 +1441,7 @@ fn empty_result() -> CellResult {
         receiver_lost: 0,
         xdp_lost: 0,
         switch_drops: BTreeMap::new(),
+        drops_by_port: BTreeMap::new(),
         pfc_pause_frames: 0,
         bfc_pauses: 0,
         bfc_resumes: 0,
@@ -1324,6 +1452,7 @@ fn empty_result() -> CellResult {
         hosts_incomplete: Vec::new(),
         pauses: Vec::new(),
         audit: CellAudit::default(),
+        aquarius: AquariusTotals::default(),
         dir: String::new(),
         timeline: Timeline::default(),
     }
@@ -1367,6 +1496,12 @@ fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot],
         for (i, p) in s.ports.iter().enumerate() {
             for (k, v) in &p.drops {
                 *r.switch_drops.entry(k.clone()).or_default() += v;
+            }
+            let n: u64 = p.drops.values().sum();
+            if n > 0 {
+                *r.drops_by_port
+                    .entry(format!("{}:{}", s.switch, p.name))
+                    .or_default() += n;
             }
             if xdp {
                 r.xdp_lost += p.xdp.lost();
@@ -1471,6 +1606,32 @@ fn run_virtual(
         rx.extend(s.rx_records());
         r.host_pfc_rx += s.counters.pfc_rx;
         r.host_bfc_pauses_rx += s.counters.pauses_rx;
+        r.aquarius.host_unknown += s.counters.flow_signals_unknown;
+    }
+    for n in fab.nodes() {
+        let st = n.switch().scheme_stats(fab.now());
+        let Some(a) = st.and_then(|s| s.aquarius) else {
+            continue;
+        };
+        let t = &mut r.aquarius;
+        for p in &a.ports {
+            t.pauses_qhigh += p.pauses_sent_qhigh;
+            t.pauses_contribution += p.pauses_sent_contribution;
+            t.resumes += p.resumes_sent;
+            t.queue_pauses += p.queue_pauses;
+            t.flows_reassigned += p.flows_reassigned;
+            t.no_rsv += p.no_rsv;
+            t.rsv_allocations += p.rsv_allocations;
+            t.table_collisions += p.table_collisions;
+            t.active_flows_max = t.active_flows_max.max(p.active_flows_max);
+        }
+    }
+    if fab
+        .nodes()
+        .iter()
+        .any(|n| n.shared().spec.aquarius.is_some())
+    {
+        r.aquarius.host_pauses_rx = r.host_bfc_pauses_rx;
     }
     let mss = StackConfig::new(0, rate, 0).mss;
     let mut flows = merge(&tx, &rx, mss, rate, rtt);
@@ -2001,5 +2162,68 @@ mod shard_tests {
         for bad in ["1/1", "0/0", "2", "a/3", "1/b", "-1/3"] {
             assert!(bad.parse::<ShardSpec>().is_err(), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod matrix_tests {
+    use super::*;
+
+    const EXP: &str = r#"
+name = "t"
+topology = "t.toml"
+mode = "virtual"
+duration = "1ms"
+[workload]
+kind = "load"
+cdf = "x.cdf"
+[matrix]
+scheme = ["bfc", "aquarius"]
+queues = ["32", "8"]
+[[exclude]]
+scheme = "aquarius"
+queues = "32"
+"#;
+
+    const TOPO: &str = r#"
+name = "t"
+[[switch]]
+name = "s1"
+defaults = { rate = "100Gbit", queues = 32 }
+pfc = { enable_mask = 8 }
+port = [{ name = "p1" }]
+"#;
+
+    /// `queues` sets every switch's queues per port and the BFC NICs' queues; `aquarius`
+    /// drops PFC and makes the hosts honour the schemes' signals; `exclude` removes cells.
+    #[test]
+    fn queues_aquarius_and_exclude() {
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let p = |s: &str, q: &str| {
+            BTreeMap::from([
+                ("scheme".to_string(), s.into()),
+                ("queues".into(), q.into()),
+            ])
+        };
+        let t: toml::Value =
+            toml::from_str(&patch_topology(TOPO, &p("aquarius", "8"), &exp).unwrap()).unwrap();
+        let sw = &t["switch"][0];
+        assert_eq!(sw["scheme"].as_str(), Some("aquarius"));
+        assert_eq!(sw["defaults"]["queues"].as_integer(), Some(8));
+        assert!(sw.get("pfc").is_none());
+        assert_eq!(t["sim"]["honor_bfc"].as_bool(), Some(true));
+        assert_eq!(t["sim"]["nic_bfc_queues"].as_integer(), Some(8));
+        assert!(patch_topology(TOPO, &p("bfc", "0"), &exp).is_err());
+        let real = ExpFile {
+            mode: Mode::Real,
+            ..exp.clone()
+        };
+        assert!(patch_topology(TOPO, &p("aquarius", "8"), &real).is_err());
+        let cells: Vec<_> = cells_of(&exp.matrix)
+            .into_iter()
+            .filter(|c| !excluded(&exp, c))
+            .collect();
+        assert_eq!(cells.len(), 3);
+        assert!(!cells.contains(&p("aquarius", "32")));
     }
 }

@@ -94,12 +94,26 @@ pub fn t_min_ps(mtu_bytes: u32, rate_bps: u64, nq_active: u32) -> u64 {
     u64::try_from(bits * 1_000_000_000_000 / u128::from(rate_bps)).unwrap_or(u64::MAX)
 }
 
-/// Per-flow state in the flow-table entry: Alg. 1's `pauseNum`, and the bytes the flow has
-/// buffered (its size against `Occu_fair`).
+/// Per-flow state in the flow-table entry: Alg. 1's `pauseNum`, the bytes the flow has
+/// buffered (its size against `Occu_fair`), and whom the PAUSE of `pauseNum` 0→1 named.
+///
+/// The table has no collision resolution (§5), so two flows may share an entry and its
+/// `pauseNum`, and one of them may be a flow without an upstream queue to pause (ACKs carry
+/// no data shim): its marks count in `pauseNum` but raise no PAUSE. So the PAUSE goes out when
+/// a mark finds none outstanding (Alg. 1's 0→1 when the entry is one data flow), and the
+/// RESUME on `pauseNum` 1→0 goes exactly when one is outstanding, naming the flow, ingress
+/// port and upstream queue the PAUSE named, not those of the packet that happens to leave
+/// last. Keyed on 0→1 and 1→0 alone, such an entry sent RESUMEs for flows never paused and
+/// none for paused ones, which then stayed held for good (seen in the §4 Web Server run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowState {
     pub pause_num: u32,
     pub bytes: u32,
+    /// A PAUSE is outstanding for `paused_fid` (sent on `paused_port`, for `paused_upq`).
+    pub paused: bool,
+    pub paused_fid: u32,
+    pub paused_port: u32,
+    pub paused_upq: u8,
 }
 
 /// Why a packet was marked.
@@ -424,9 +438,11 @@ impl Aquarius {
             Mark::Contribution => p.stats.marked_contribution += 1,
         }
         flow.pause_num += 1;
-        if flow.pause_num != 1 || upq == NO_UPQ || in_port >= self.ports.len() {
+        if flow.paused || upq == NO_UPQ || in_port >= self.ports.len() {
             return (Some(m), None);
         }
+        flow.paused = true;
+        (flow.paused_fid, flow.paused_port, flow.paused_upq) = (fid, in_port as u32, upq);
         let ip = &mut self.ports[in_port];
         match m {
             Mark::QHigh => ip.stats.pauses_sent_qhigh += 1,
@@ -441,8 +457,10 @@ impl Aquarius {
     }
 
     /// Alg. 2: a packet (flow `fid` in `slot`, `len` bytes, `marked` at enqueue) left
-    /// `queue` of `egress`. Returns the RESUME to send on `pauseNum` 1→0; the upstream side
-    /// of `egress` may resume or release `rsvQ` (`cmds`).
+    /// `queue` of `egress`. Returns the RESUME to send on `pauseNum` 1→0 if a PAUSE is
+    /// outstanding, to where that PAUSE went ([`FlowState`]: the leaving packet's own ingress
+    /// port and upstream queue are not used); the upstream side of `egress` may resume or
+    /// release `rsvQ` (`cmds`).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn on_dequeue(
@@ -453,8 +471,8 @@ impl Aquarius {
         fid: u32,
         len: u32,
         marked: bool,
-        in_port: usize,
-        upq: u8,
+        _in_port: usize,
+        _upq: u8,
         now: u64,
         cmds: &mut Vec<QueueCmd>,
     ) -> Option<(usize, SignalRepr)> {
@@ -466,8 +484,19 @@ impl Aquarius {
         if slot == NO_SLOT {
             return None;
         }
+        // A PAUSE received for the entry's flow counted the entry's packets as the flow's
+        // old packets (`on_signal`), those of a flow sharing the entry (a hash collision)
+        // included: their departures from the shared queue are counted for it too, or
+        // `rsvQ` would wait for them forever (a deadlock). The cost: with a collision
+        // `rsvQ` may resume before the held flow's own old packets have all left.
+        let claimer = self.table.entry(slot).map_or(fid, |e| e.fid);
+        let who = if claimer != fid && p.qt.rsv() != Some(queue as u8) {
+            claimer
+        } else {
+            fid
+        };
         self.table.depart(egress, slot, now);
-        p.qt.departed(fid, queue as u8, cmds);
+        p.qt.departed(who, queue as u8, cmds);
         if p.qt.rsv().is_none() {
             p.stats.rsv_bytes = 0;
         }
@@ -482,10 +511,13 @@ impl Aquarius {
             return None;
         }
         flow.pause_num -= 1;
-        if flow.pause_num != 0 || upq == NO_UPQ || in_port >= self.ports.len() {
+        if flow.pause_num != 0 || !flow.paused {
             return None;
         }
-        let ip = &mut self.ports[in_port];
+        // The flow the PAUSE named (see FlowState), whichever packet left last.
+        flow.paused = false;
+        let (fid, in_port, upq) = (flow.paused_fid, flow.paused_port as usize, flow.paused_upq);
+        let ip = self.ports.get_mut(in_port)?;
         ip.stats.resumes_sent += 1;
         Some((
             in_port,

@@ -164,6 +164,70 @@ fn contribution_aware_pausing_marks_only_the_heavy_flow() {
     assert_eq!(a.port_stats(0).active_flows, 0);
 }
 
+/// Two flows sharing a flow-table entry (a hash collision, §5) share its `pauseNum`: the
+/// RESUME on 1→0 names the flow, port and upstream queue the PAUSE named, even when the last
+/// marked packet to leave is the other flow's.
+#[test]
+fn a_colliding_flow_does_not_steal_the_resume() {
+    let mut a = aq(1, 3);
+    let mut c = Vec::new();
+    let fa = 0x100;
+    let sa = a.assign(0, fa, 0, 0, 0, &mut c).slot;
+    // Another flow hashed to the same entry.
+    let fb = (0x101..0x100_000)
+        .find(|&f| {
+            let mut t = aq(1, 3);
+            t.assign(0, fa, 0, 0, 0, &mut c);
+            t.assign(0, f, 1, 0, 0, &mut c).slot == sa
+        })
+        .expect("a colliding FID");
+    // Queue above Q_high (3 × 28 076 B): every packet is marked. fa from port 1 (upstream
+    // queue 4) first, then fb from port 2 (upstream queue 6).
+    let q = 90_000;
+    let (ma, pa) = a.on_enqueue(1, 4, 0, 0, sa, fa, 1500, q, 1, 0);
+    let sb = a.assign(0, fb, 1, 0, 1, &mut c).slot;
+    assert_eq!(sb, sa);
+    let (mb, pb) = a.on_enqueue(2, 6, 0, 0, sb, fb, 1500, q + 1500, 1, 1);
+    assert!(ma.is_some() && mb.is_some());
+    assert_eq!(
+        pa.map(|p| (p.0, p.1.signal)),
+        Some((1, Signal::FlowPause { queue: 4, fid: fa }))
+    );
+    assert!(pb.is_none(), "pauseNum was already 1");
+    assert!(a
+        .on_dequeue(0, 0, sa, fa, 1500, true, 1, 4, 2, &mut c)
+        .is_none());
+    let r = a.on_dequeue(0, 0, sb, fb, 1500, true, 2, 6, 3, &mut c);
+    assert_eq!(
+        r.map(|r| (r.0, r.1.signal)),
+        Some((1, Signal::FlowResume { queue: 4, fid: fa }))
+    );
+    assert_eq!(a.port_stats(1).resumes_sent, 1);
+    assert_eq!(a.port_stats(2).resumes_sent, 0);
+    // The entry's first mark is a packet without an upstream queue (an ACK: no data shim):
+    // it raises no PAUSE, so the data flow's mark must, and the RESUME follows exactly once.
+    let (mk, pk) = a.on_enqueue(2, NO_UPQ, 0, 0, sa, fb, 64, q, 1, 4);
+    assert!(mk.is_some() && pk.is_none());
+    let (_, pd) = a.on_enqueue(1, 4, 0, 0, sa, fa, 1500, q + 64, 1, 5);
+    assert_eq!(
+        pd.map(|p| (p.0, p.1.signal)),
+        Some((1, Signal::FlowPause { queue: 4, fid: fa }))
+    );
+    assert!(a
+        .on_dequeue(0, 0, sa, fa, 1500, true, 1, 4, 6, &mut c)
+        .is_none());
+    let r = a.on_dequeue(0, 0, sa, fb, 64, true, 2, NO_UPQ, 7, &mut c);
+    assert_eq!(
+        r.map(|r| (r.0, r.1.signal)),
+        Some((1, Signal::FlowResume { queue: 4, fid: fa }))
+    );
+    let s1 = a.port_stats(1);
+    assert_eq!(
+        s1.pauses_sent_qhigh + s1.pauses_sent_contribution,
+        s1.resumes_sent
+    );
+}
+
 #[test]
 fn q_high_marks_every_flow_and_slow_arrivals_are_not_congestion() {
     let mut a = aq(8, 2);

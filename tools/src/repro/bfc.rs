@@ -15,7 +15,7 @@
 //! and below the paper's own baselines, PFC with DCQCN, DCTCP and HPCC on the hosts
 //! (`deploy/experiments/bfc-fig10-cc.toml`, issue 19).
 
-use super::{experiment_file, sim_file, Check, Ctx, Row, Section};
+use super::{experiment_duration, experiment_file, sim_file, Check, Ctx, Row, Section};
 use crate::plot::{write_chart, Chart};
 use anyhow::{Context, Result};
 use dataplane::config::Scheme;
@@ -200,16 +200,6 @@ const FIG10_QUICK: &str = "300us";
 /// "Short" flows of Fig. 10's tail: the first size bucket of the experiment summary.
 const SHORT: u64 = 10_000;
 
-/// The traffic window `deploy/experiments/bfc-fig10.toml` sets.
-fn fig10_duration() -> Result<String> {
-    let text = std::fs::read_to_string(experiment_file("bfc-fig10.toml"))?;
-    let v: toml::Value = toml::from_str(&text)?;
-    v.get("duration")
-        .and_then(|d| d.as_str())
-        .map(str::to_string)
-        .context("bfc-fig10.toml: duration")
-}
-
 /// §6.2 Fig. 10: runs `deploy/experiments/bfc-fig10.toml` (BFC, PFC, none) into
 /// `OUT/bfc-fig10/` and returns its rows; the slowdown-by-size plot is copied next to the
 /// report.
@@ -218,12 +208,7 @@ fn fig10(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec
     let out = ctx.out.join("bfc-fig10");
     let (res, _) =
         crate::experiment::run_file(&file, Some(out.clone()), ctx.quick.then_some(FIG10_QUICK))?;
-    let cell = |scheme: &str| {
-        res.cells
-            .iter()
-            .find(|c| c.params.get("scheme").map(String::as_str) == Some(scheme))
-            .with_context(|| format!("bfc-fig10: no {scheme} cell"))
-    };
+    let cell = |scheme: &str| super::cell(&res, &[("scheme", scheme)]);
     let short_p99 = |scheme: &str| -> Result<(f64, usize)> {
         let c = cell(scheme)?;
         let b = c
@@ -293,11 +278,7 @@ fn fig10(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec
             "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
         ),
     ] {
-        let c = cc_res
-            .cells
-            .iter()
-            .find(|c| c.params.get("cc").map(String::as_str) == Some(cc))
-            .with_context(|| format!("bfc-fig10-cc: no {cc} cell"))?;
+        let c = super::cell(&cc_res, &[("cc", cc)])?;
         let b = c
             .summary
             .buckets
@@ -549,12 +530,12 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 format!(
                     "`--quick`: flows start for {FIG10_QUICK} instead of the file's {} (fewer \
                      flows, the same network and load)",
-                    fig10_duration()?
+                    experiment_duration("bfc-fig10.toml")?
                 )
             } else {
                 format!(
                     "flows start for {} (the paper runs longer)",
-                    fig10_duration()?
+                    experiment_duration("bfc-fig10.toml")?
                 )
             }
         ),

@@ -215,6 +215,30 @@ pub fn experiment_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
 }
 
+/// The traffic window (`duration`) the experiment file `deploy/experiments/NAME` sets.
+pub fn experiment_duration(name: &str) -> Result<String> {
+    let text = std::fs::read_to_string(experiment_file(name))?;
+    let v: toml::Value = toml::from_str(&text)?;
+    v.get("duration")
+        .and_then(|d| d.as_str())
+        .map(str::to_string)
+        .with_context(|| format!("{name}: duration"))
+}
+
+/// The cell of an experiment whose matrix settings include every `(key, value)` of `want`.
+pub fn cell<'a>(
+    res: &'a crate::experiment::ExperimentResult,
+    want: &[(&str, &str)],
+) -> Result<&'a crate::experiment::CellResult> {
+    res.cells
+        .iter()
+        .find(|c| {
+            want.iter()
+                .all(|(k, v)| c.params.get(*k).map(String::as_str) == Some(*v))
+        })
+        .with_context(|| format!("{}: no cell with {want:?}", res.name))
+}
+
 /// `deploy/sim/NAME`, found from the working directory or the source tree.
 pub fn sim_file(name: &str) -> PathBuf {
     let rel = Path::new("deploy/sim").join(name);
