@@ -197,20 +197,16 @@ impl ShimRepr {
     /// Inserts the shim after the MAC addresses of the `len`-byte frame in `buf`; the new
     /// length, or `None` (untouched) without room or EtherType.
     pub fn push(&self, buf: &mut [u8], len: usize) -> Option<usize> {
-        if len < SHIM_OFF + 2 || len + SHIM_LEN > buf.len() {
-            return None;
-        }
-        buf.copy_within(SHIM_OFF..len, SHIM_OFF + SHIM_LEN);
+        let n = super::shim::open_gap(buf, len, SHIM_LEN)?;
         Frame::new_unchecked(&mut *buf).set_shim(self);
-        Some(len + SHIM_LEN)
+        Some(n)
     }
 
     /// Parses and removes the shim; on error the frame is untouched.
     pub fn pop(buf: &mut [u8], len: usize) -> Result<(ShimRepr, usize)> {
         let len = len.min(buf.len());
         let r = Self::parse(&Frame::new_unchecked(&buf[..len]))?;
-        buf.copy_within(SHIM_OFF + SHIM_LEN..len, SHIM_OFF);
-        Ok((r, len - SHIM_LEN))
+        Ok((r, super::shim::close_gap(buf, len, SHIM_LEN)))
     }
 }
 

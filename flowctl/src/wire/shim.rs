@@ -141,12 +141,9 @@ impl ShimRepr {
     /// after the MAC addresses back by 4 bytes) and returns the new length, or `None` (frame
     /// untouched) if `buf` has no room or the frame has no EtherType.
     pub fn push(&self, buf: &mut [u8], len: usize) -> Option<usize> {
-        if len < SHIM_OFF + 2 || len + SHIM_LEN > buf.len() {
-            return None;
-        }
-        buf.copy_within(SHIM_OFF..len, SHIM_OFF + SHIM_LEN);
+        let n = open_gap(buf, len, SHIM_LEN)?;
         Frame::new_unchecked(&mut *buf).set_shim(VERSION, 0, self.upstream_q);
-        Some(len + SHIM_LEN)
+        Some(n)
     }
 
     /// Parses and removes the shim of the `len`-byte frame at the front of `buf`; returns the
@@ -154,9 +151,25 @@ impl ShimRepr {
     pub fn pop(buf: &mut [u8], len: usize) -> Result<(ShimRepr, usize)> {
         let len = len.min(buf.len());
         let r = Self::parse(&Frame::new_unchecked(&buf[..len]))?;
-        buf.copy_within(SHIM_OFF + SHIM_LEN..len, SHIM_OFF);
-        Ok((r, len - SHIM_LEN))
+        Ok((r, close_gap(buf, len, SHIM_LEN)))
     }
+}
+
+/// Opens `n` bytes after the MAC addresses of the `len`-byte frame in `buf`, where a shim
+/// (of any version) goes; the new length, or `None` (untouched) without room or EtherType.
+pub(crate) fn open_gap(buf: &mut [u8], len: usize, n: usize) -> Option<usize> {
+    if len < SHIM_OFF + 2 || len + n > buf.len() {
+        return None;
+    }
+    buf.copy_within(SHIM_OFF..len, SHIM_OFF + n);
+    Some(len + n)
+}
+
+/// Closes the `n` bytes after the MAC addresses of the `len`-byte frame in `buf` (a parsed
+/// shim, so `len` ≥ 12 + `n`); the new length.
+pub(crate) fn close_gap(buf: &mut [u8], len: usize, n: usize) -> usize {
+    buf.copy_within(SHIM_OFF + n..len, SHIM_OFF);
+    len - n
 }
 
 #[cfg(test)]
