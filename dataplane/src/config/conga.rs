@@ -34,14 +34,7 @@ pub fn attach(r: &mut ResolvedTopology) {
     if !conga.contains(&true) {
         return;
     }
-    let leaves: Vec<u32> = (0..r.switches.len() as u32)
-        .filter(|&s| {
-            r.switches[s as usize]
-                .peers
-                .iter()
-                .any(|p| matches!(p, Peer::Host(_)))
-        })
-        .collect();
+    let leaves = r.edge_switches();
     let leaf_of = |s: u32| leaves.iter().position(|&l| l == s).map(|i| i as u16);
     let mut host_leaf = BTreeMap::new();
     for h in &r.hosts {

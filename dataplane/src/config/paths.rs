@@ -42,14 +42,7 @@ impl PathModel {
     /// Walks every route between every ordered pair of edges; `Err` if there are more paths
     /// than ids.
     pub fn new(r: &ResolvedTopology) -> Result<PathModel, String> {
-        let edges: Vec<u32> = (0..r.switches.len() as u32)
-            .filter(|&s| {
-                r.switches[s as usize]
-                    .peers
-                    .iter()
-                    .any(|p| matches!(p, Peer::Host(_)))
-            })
-            .collect();
+        let edges = r.edge_switches();
         let mut paths = Vec::new();
         for (a, &sa) in edges.iter().enumerate() {
             for (b, &sb) in edges.iter().enumerate() {

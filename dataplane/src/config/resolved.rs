@@ -365,6 +365,19 @@ impl ResolvedTopology {
         &self.switches[s as usize].spec.ports[usize::from(p)]
     }
 
+    /// The edge switches (with a host on some port), by index: leaves to CONGA, edges to
+    /// Proteus.
+    pub fn edge_switches(&self) -> Vec<u32> {
+        (0..self.switches.len() as u32)
+            .filter(|&s| {
+                self.switches[s as usize]
+                    .peers
+                    .iter()
+                    .any(|p| matches!(p, Peer::Host(_)))
+            })
+            .collect()
+    }
+
     /// What switch `s`'s port `p` leads to.
     pub fn peer(&self, s: u32, p: u16) -> Peer {
         self.switches[s as usize].peers[usize::from(p)]
