@@ -13,8 +13,11 @@
 //!   free queues that are not paused (the switch may still hold a paused queue's marked
 //!   packets of a finished flow: a new flow there would inherit that pause, as the switch's
 //!   own assignment avoids, §3.3.1 "sticky"). If every queue has flows, the new flow joins
-//!   the **least-loaded** one (fewest flows), ties broken from the rotating start: as
-//!   deterministic as the rest of the fabric, where the paper's switch draws a random queue.
+//!   the **least-loaded** unpaused one (fewest flows; a paused queue only if all are), ties
+//!   broken from the rotating start: as deterministic as the rest of the fabric, where the
+//!   paper's switch draws a random queue. (Joining a paused queue while an unpaused one was
+//!   free held a new short flow for the whole pause: up to 1 ms of sender wait in the
+//!   Aquarius §4 Web Server run.)
 //!   A NIC that never releases (the fabric's constant-rate sources) thus assigns flow k to
 //!   queue k mod n.
 //! * **Service.** Round robin over the queues that are not paused and have work
@@ -137,7 +140,7 @@ impl<T> NicQueues<T> {
             .filter(free)
             .find(|&q| !self.is_paused(q))
             .or_else(|| order.clone().find(free))
-            .or_else(|| order.min_by_key(|&q| self.load[q]))
+            .or_else(|| order.min_by_key(|&q| (self.is_paused(q), self.load[q])))
             .unwrap_or(0);
         self.next = (q + 1) % n;
         self.load[q] += 1;
@@ -435,11 +438,25 @@ mod tests {
         // Free: 1 (paused) and 2; the unpaused one first.
         assert_eq!(n.queue_of(10), 2);
         assert_eq!(n.queue_of(11), 1);
-        // All taken: least loaded from the rotating start (past queue 1).
+        // All taken: least loaded from the rotating start (past queue 1), but not the paused
+        // queue 1 while unpaused ones are as loaded.
         n.release(0);
         n.queue_of(12); // free queue 0
-        n.queue_of(13); // loads 1,1,1,1 -> from next = 1
-        assert_eq!(n.assigned(13), Some(1));
+        n.queue_of(13); // loads 1,1,1,1 -> from next = 1, paused 1 skipped
+        assert_eq!(n.assigned(13), Some(2));
+        n.queue_of(14); // loads 1,1,2,1 -> 3
+        assert_eq!(n.assigned(14), Some(3));
+        n.queue_of(15); // loads 1,1,2,2 -> 0
+        assert_eq!(n.assigned(15), Some(0));
+        // Every unpaused queue is more loaded than the paused one: still an unpaused one.
+        n.queue_of(16); // loads 2,1,2,2 -> from next = 1, paused 1 skipped: 2
+        assert_eq!(n.assigned(16), Some(2));
+        // All paused: the least loaded.
+        for q in [0, 2, 3] {
+            assert!(n.on_signal(&frame(Signal::Pause(q))));
+        }
+        n.queue_of(17);
+        assert_eq!(n.assigned(17), Some(1));
         assert_eq!(n.assigned(99), None);
     }
 
