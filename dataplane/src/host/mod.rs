@@ -661,7 +661,7 @@ impl HostStack {
             self.tx_index.insert(spec.id, i);
             match self.bfc.as_mut() {
                 Some(b) => {
-                    let q = b.queue_of(self.tx[i].key);
+                    let q = b.start(self.tx[i].key);
                     self.tx[i].queue = q;
                     b.push(usize::from(q), i);
                 }

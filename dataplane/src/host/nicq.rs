@@ -49,8 +49,12 @@ pub const MAX_QUEUES: usize = flowctl::wire::signal::BITMAP_QUEUES;
 #[derive(Debug)]
 pub struct NicQueues<T> {
     queues: Vec<VecDeque<T>>,
-    /// Flow key → NIC queue (looked up per packet, never iterated: a hash map).
-    flows: hashbrown::HashMap<u32, u8, FxBuildHasher>,
+    /// Flow key → NIC queue and the live flows with that key (looked up per packet, never
+    /// iterated: a hash map). Two flows may share a key (the same 5-tuple once the stack's
+    /// source ports wrap, or a FID collision): they share the queue, and the key leaves only
+    /// with the last of them, or its twin would be taken for finished and dropped from its
+    /// queue on the next per-flow pause.
+    flows: hashbrown::HashMap<u32, (u8, u32), FxBuildHasher>,
     /// Per queue: flows assigned.
     load: Vec<u32>,
     /// Rotating start of the search for a queue for a new flow.
@@ -129,11 +133,16 @@ impl<T> NicQueues<T> {
     }
 
     fn mapped(&mut self, key: u32) -> u8 {
-        if let Some(&q) = self.flows.get(&key) {
+        if let Some(&(q, _)) = self.flows.get(&key) {
             return q;
         }
         let n = self.queues.len();
-        let order = (0..n).map(|i| (self.next + i) % n);
+        // rsvQ is never mapped to while allocated: its flows count in their home queues, so
+        // it looks free, and a new flow there would wait for another flow's RESUME.
+        let rsv = self.qt.rsv().map_or(usize::MAX, usize::from);
+        let order = (0..n)
+            .map(|i| (self.next + i) % n)
+            .filter(move |&q| q != rsv);
         let free = |q: &usize| self.load[*q] == 0;
         let q = order
             .clone()
@@ -145,8 +154,20 @@ impl<T> NicQueues<T> {
         self.next = (q + 1) % n;
         self.load[q] += 1;
         self.qt.flow_in(q);
-        self.flows.insert(key, q as u8);
+        self.flows.insert(key, (q as u8, 1));
         q as u8
+    }
+
+    /// Flow `key` starts (one more live flow with that key), in the queue
+    /// [`queue_of`](Self::queue_of) gives it.
+    pub fn start(&mut self, key: u32) -> u8 {
+        if let Some((q, live)) = self.flows.get_mut(&key) {
+            *live += 1;
+            let q = usize::from(*q);
+            self.load[q] += 1;
+            self.qt.flow_in(q);
+        }
+        self.queue_of(key)
     }
 
     /// A frame of flow `key` left queue `q` (for the per-flow pause's in-order rule).
@@ -175,7 +196,7 @@ impl<T> NicQueues<T> {
 
     /// The queue flow `key` holds, if any.
     pub fn assigned(&self, key: u32) -> Option<u8> {
-        self.flows.get(&key).copied()
+        self.flows.get(&key).map(|&(q, _)| q)
     }
 
     /// Flows assigned to queue `q`.
@@ -185,10 +206,15 @@ impl<T> NicQueues<T> {
 
     /// Flow `key` is done: its queue no longer counts it.
     pub fn release(&mut self, key: u32) {
-        if let Some(q) = self.flows.remove(&key) {
-            let l = &mut self.load[usize::from(q)];
+        if let Some((q, live)) = self.flows.get_mut(&key) {
+            let q = usize::from(*q);
+            *live -= 1;
+            if *live == 0 {
+                self.flows.remove(&key);
+            }
+            let l = &mut self.load[q];
             *l = l.saturating_sub(1);
-            self.qt.flow_out(usize::from(q));
+            self.qt.flow_out(q);
         }
     }
 
@@ -284,7 +310,7 @@ impl<T> NicQueues<T> {
             }
             Signal::FlowPause { queue, fid } => {
                 self.pauses_rx += 1;
-                let home = self.flows.get(&fid).copied();
+                let home = self.assigned(fid);
                 let empty = (0..self.queues.len())
                     .filter(|&q| self.queues[q].is_empty() && self.load[q] == 0)
                     .fold(0u128, |m, q| m | 1 << q)
@@ -586,5 +612,36 @@ mod tests {
         let paused = n.paused;
         assert!(!n.apply_flows(&Signal::FlowPause { queue: 3, fid: 11 }, |&k| k));
         assert_eq!((n.paused, n.unknown_flow_signals), (paused, 1));
+    }
+
+    /// While rsvQ is allocated no new flow is mapped to it (it looks free: its flows count in
+    /// their home queues), and two live flows with one key keep it until both are done.
+    #[test]
+    fn rsvq_is_not_mapped_and_twin_keys_outlive_one_release() {
+        let mut n: NicQueues<u32> = NicQueues::new(4);
+        for k in [7, 9, 10, 11, 8] {
+            n.start(k);
+        }
+        n.release(10);
+        for k in [7, 8, 9, 11] {
+            let q = n.assigned(k).unwrap();
+            n.push(usize::from(q), k);
+        }
+        assert!(n.apply_flows(&Signal::FlowPause { queue: 0, fid: 7 }, |&k| k));
+        assert_eq!(n.queue_table().rsv(), Some(2));
+        // Queue 2 has no flow of its own, but it is rsvQ (paused): a new flow goes to the
+        // least-loaded unpaused queue instead (1 or 3, one flow each).
+        let q = n.start(20);
+        assert!(q == 1 || q == 3, "new flow mapped to {q}");
+        // A second live flow with key 11 (the same 5-tuple): one release keeps the key and its
+        // queue, and the next per-flow pause does not take the other for finished.
+        n.start(11);
+        assert_eq!(n.load(3), 2 + u32::from(q == 3));
+        n.release(11);
+        assert_eq!(n.assigned(11), Some(3));
+        n.apply_flows(&Signal::FlowPause { queue: 1, fid: 9 }, |&k| k);
+        assert!(n.queue(3).contains(&11), "the live twin left its queue");
+        n.release(11);
+        assert_eq!(n.assigned(11), None);
     }
 }
