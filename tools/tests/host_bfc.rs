@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{read_output, serial, start_hosts, unique, unix_ns, Bed};
+use common::{n, read_output, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -99,10 +99,6 @@ fn incast(topo: &Path, bfc: bool) -> Cell {
     drop(bed);
     let _ = std::fs::remove_dir_all(&dir);
     Cell { hosts, switch }
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
 }
 
 fn sum(v: &Value) -> u64 {

@@ -6,15 +6,11 @@
 
 mod common;
 
-use common::{repo, serial, Bed};
+use common::{n, repo, serial, Bed};
 use serde_json::Value;
 
 fn pyrrha(s: &dataplane::stats::SwitchSnapshot) -> Value {
-    serde_json::to_value(s.pfc.as_ref().expect("scheme stats")).unwrap()["pyrrha"].clone()
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+    common::scheme_stats(s, "pyrrha")
 }
 
 #[test]

@@ -391,3 +391,13 @@ impl ChainRun {
         );
     }
 }
+
+/// A JSON number as u64 (0 if absent): the tests read counters this way.
+pub fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The stats of scheme `name` ("aquarius", "pyrrha", ...) in a switch snapshot.
+pub fn scheme_stats(s: &dataplane::stats::SwitchSnapshot, name: &str) -> serde_json::Value {
+    serde_json::to_value(s.pfc.as_ref().expect("scheme stats")).unwrap()[name].clone()
+}
