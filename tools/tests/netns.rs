@@ -146,8 +146,12 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
             err_sw * 100.0,
             err * 100.0
         );
+        // The premise: an overload, which the tail drops below prove as well. iperf3 is asked
+        // for 2x; beside a CPU hog it reached 1.27x at 1 Gbit/s (one run in 2), so the premise
+        // asks 1.1x: 10 % more than the rate, which an unshaped egress would show 5x outside
+        // the 2 % checked below.
         assert!(
-            sent > 1.3 * bps,
+            sent > 1.1 * bps,
             "{rate}: the sender only offered {sent:.0} bit/s, not an overload"
         );
         assert!(
