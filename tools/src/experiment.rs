@@ -22,8 +22,8 @@
 //! off). The hosts of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32):
 //! `xoff host --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim]
 //! honor_bfc`, unless the topology's `[sim]` already chooses: `honor_bfc`, or the
-//! partial-deployment `inflight_cap` for hosts that do not speak BFC). Aquarius cells run in
-//! virtual time only, where the host stack honours per-flow pauses (`xoff host` does not yet).
+//! partial-deployment `inflight_cap` for hosts that do not speak BFC). The hosts of Aquarius
+//! cells honour its per-flow pauses as well (`xoff host --aquarius` on real frames).
 //! Matrix key `queues` sets every switch's queues per port and the BFC hosts' NIC queues (BFC-8
 //! vs BFC-32, Aquarius §2/§4); `exclude` drops the cells that match one of its entries.
 //!
@@ -124,8 +124,8 @@ struct ExpFile {
     workload: WorkloadCfg,
     #[serde(default)]
     host: HostCfg,
-    /// Switch settings to vary: `scheme` (pfc, none, bfc, bfc-stochastic, bfc-single),
-    /// `headroom` (sih, dsh), `lb` (ecmp, drill, proteus).
+    /// Switch settings to vary: `scheme` (pfc, none, bfc, bfc-stochastic, bfc-single,
+    /// aquarius), `headroom` (sih, dsh), `lb` (ecmp, drill, proteus), `queues` (per port).
     #[serde(default)]
     matrix: BTreeMap<String, Vec<String>>,
     /// Cells of the matrix not to run: a cell matching every key of one entry is skipped.
@@ -705,6 +705,7 @@ fn run_cell(p: &Plan, c: &CellSpec, out: &Path) -> Result<CellOut> {
         Mode::Real => run_real(
             exp,
             cc,
+            cell_queues(&c.params)?,
             &p.paths,
             &tpath,
             &topo,
@@ -1077,6 +1078,17 @@ fn cell_label(p: &BTreeMap<String, String>, seed: u64, seeds: usize) -> String {
     }
 }
 
+/// The cell's `queues` (per port, as the topology allows: 1..=127 data queues).
+fn cell_queues(p: &BTreeMap<String, String>) -> Result<Option<usize>> {
+    match p.get("queues") {
+        Some(q) => match q.parse::<usize>() {
+            Ok(n) if (1..=127).contains(&n) => Ok(Some(n)),
+            _ => bail!("matrix.queues: `{q}`: a number of queues per port, 1 to 127"),
+        },
+        None => Ok(None),
+    }
+}
+
 /// Applies a cell's settings to every switch of the topology text. BFC cells in virtual time
 /// also make the host NICs speak BFC unless `[sim]` already chooses how hosts take part.
 fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Result<String> {
@@ -1086,22 +1098,12 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
     let bfc = match scheme {
         None | Some("none" | "pfc") => false,
         Some("bfc" | "bfc-stochastic" | "bfc-single") => true,
-        Some("aquarius") if exp.mode == Mode::Virtual => true,
-        Some("aquarius") => bail!(
-            "matrix.scheme: `aquarius` runs in virtual time only (xoff host does not honour \
-             per-flow pauses yet)"
-        ),
+        Some("aquarius") => true,
         Some(o) => bail!(
             "matrix.scheme: `{o}`: use none, pfc, bfc, bfc-stochastic, bfc-single or aquarius"
         ),
     };
-    let queues = match p.get("queues") {
-        Some(q) => match q.parse::<i64>() {
-            Ok(n) if (1..=128).contains(&n) => Some(n),
-            _ => bail!("matrix.queues: `{q}`: a number of queues per port, 1 to 128"),
-        },
-        None => None,
-    };
+    let queues = cell_queues(p)?.map(|n| n as i64);
     if let Some(h) = p.get("headroom") {
         if !["sih", "dsh"].contains(&h.as_str()) {
             bail!("matrix.headroom: `{h}`: use sih or dsh");
@@ -1493,6 +1495,23 @@ fn fc_port(s: &dataplane::stats::SwitchSnapshot, port: usize) -> FcPort {
 fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot], xdp: bool) {
     r.pauses = crate::congestion::port_pauses(snaps);
     for s in snaps {
+        let pipes = s.pfc.as_ref().map_or(&[][..], |st| st.pipes());
+        for p in pipes.iter().filter_map(|st| st.aquarius.as_ref()) {
+            let t = &mut r.aquarius;
+            for p in &p.ports {
+                t.pauses_qhigh += p.pauses_sent_qhigh;
+                t.pauses_contribution += p.pauses_sent_contribution;
+                t.resumes += p.resumes_sent;
+                t.queue_pauses += p.queue_pauses;
+                t.flows_reassigned += p.flows_reassigned;
+                t.no_rsv += p.no_rsv;
+                t.rsv_allocations += p.rsv_allocations;
+                t.table_collisions += p.table_collisions;
+                t.active_flows_max = t.active_flows_max.max(p.active_flows_max);
+            }
+            // The hosts' pauses are Aquarius's when a switch runs it.
+            t.host_pauses_rx = r.host_bfc_pauses_rx;
+        }
         for (i, p) in s.ports.iter().enumerate() {
             for (k, v) in &p.drops {
                 *r.switch_drops.entry(k.clone()).or_default() += v;
@@ -1608,31 +1627,6 @@ fn run_virtual(
         r.host_bfc_pauses_rx += s.counters.pauses_rx;
         r.aquarius.host_unknown += s.counters.flow_signals_unknown;
     }
-    for n in fab.nodes() {
-        let st = n.switch().scheme_stats(fab.now());
-        let Some(a) = st.and_then(|s| s.aquarius) else {
-            continue;
-        };
-        let t = &mut r.aquarius;
-        for p in &a.ports {
-            t.pauses_qhigh += p.pauses_sent_qhigh;
-            t.pauses_contribution += p.pauses_sent_contribution;
-            t.resumes += p.resumes_sent;
-            t.queue_pauses += p.queue_pauses;
-            t.flows_reassigned += p.flows_reassigned;
-            t.no_rsv += p.no_rsv;
-            t.rsv_allocations += p.rsv_allocations;
-            t.table_collisions += p.table_collisions;
-            t.active_flows_max = t.active_flows_max.max(p.active_flows_max);
-        }
-    }
-    if fab
-        .nodes()
-        .iter()
-        .any(|n| n.shared().spec.aquarius.is_some())
-    {
-        r.aquarius.host_pauses_rx = r.host_bfc_pauses_rx;
-    }
     let mss = StackConfig::new(0, rate, 0).mss;
     let mut flows = merge(&tx, &rx, mss, rate, rtt);
     per_path_ideal(exp, paths, &mut flows, mss);
@@ -1680,6 +1674,7 @@ fn run_virtual(
 fn run_real(
     exp: &ExpFile,
     cc: CcKind,
+    queues: Option<usize>,
     paths: &Paths,
     tpath: &Path,
     topo: &Topology,
@@ -1732,9 +1727,17 @@ fn run_real(
         if cc != CcKind::default() {
             c.args(["--cc", cc.as_str()]);
         }
-        if topo.switches.iter().any(|s| s.scheme.is_bfc()) {
-            let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);
+        let aquarius = topo
+            .switches
+            .iter()
+            .any(|s| s.scheme == dataplane::config::Scheme::Aquarius);
+        if aquarius || topo.switches.iter().any(|s| s.scheme.is_bfc()) {
+            // As many NIC queues as the cell gives the switch ports (BFC-8: 8 everywhere).
+            let q = queues.or(exp.host.bfc_queues).unwrap_or(BFC_QUEUES);
             c.args(["--bfc-queues", &q.to_string()]);
+        }
+        if aquarius {
+            c.arg("--aquarius");
         }
         children.push((hn.clone(), c.spawn().context("starting xoff host")?));
     }
@@ -1846,6 +1849,7 @@ fn run_real(
                 rx.extend(o.rx);
                 r.host_pfc_rx += o.counters.pfc_rx;
                 r.host_bfc_pauses_rx += o.counters.pauses_rx;
+                r.aquarius.host_unknown += o.counters.flow_signals_unknown;
                 r.xdp_lost += o.xdp.map_or(0, |x| x.lost());
             }
             None => r.hosts_incomplete.push(hn.clone()),
@@ -2214,11 +2218,15 @@ port = [{ name = "p1" }]
         assert_eq!(t["sim"]["honor_bfc"].as_bool(), Some(true));
         assert_eq!(t["sim"]["nic_bfc_queues"].as_integer(), Some(8));
         assert!(patch_topology(TOPO, &p("bfc", "0"), &exp).is_err());
+        assert!(patch_topology(TOPO, &p("bfc", "128"), &exp).is_err());
+        assert!(patch_topology(TOPO, &p("bfc", "127"), &exp).is_ok());
+        // Real frames too: `xoff host --aquarius` honours the per-flow pauses.
         let real = ExpFile {
             mode: Mode::Real,
             ..exp.clone()
         };
-        assert!(patch_topology(TOPO, &p("aquarius", "8"), &real).is_err());
+        assert!(patch_topology(TOPO, &p("aquarius", "8"), &real).is_ok());
+        assert_eq!(cell_queues(&p("aquarius", "8")).unwrap(), Some(8));
         let cells: Vec<_> = cells_of(&exp.matrix)
             .into_iter()
             .filter(|c| !excluded(&exp, c))
