@@ -12,7 +12,9 @@
 //!   `L > Q_low` and `T_avg < T_min`, the packet is marked only if its flow's buffered bytes
 //!   exceed `Occu_fair = ⌈L ≫ ⌈log2 N⌉⌉` (eq. 1; `N` the queue's active flows, so `N` not a
 //!   power of two rounds the share down and the flow is not under-regulated). A mark adds
-//!   one to the flow's `pauseNum`; 0→1 sends PAUSE(upstreamQ, FID) to the ingress peer.
+//!   one to the flow's `pauseNum` and sends PAUSE(upstreamQ, FID) to the ingress peer when
+//!   none is outstanding for the entry (Alg. 1's 0→1 when the entry holds one data flow;
+//!   [`FlowState`] says why not on 0→1 alone).
 //!   `Q_low = HRTT·μ/NQ_active`, `Q_high = 3·HRTT·μ/NQ_active`, `T_min = MTU·NQ_active/μ`
 //!   (precomputed per `NQ_active` as the paper's match-action table; `NQ_active` is taken as
 //!   BFC's `N_active`, the port's non-empty unpaused queues, min 1). `T_avg = α·T +
@@ -21,8 +23,9 @@
 //!   never rise again once below: read as an indentation slip). The first sample seeds the
 //!   average and `T` is capped at one HRTT (an idle gap); α is not given (default 1/8).
 //! * **Dequeue (Alg. 2).** A marked packet leaving takes one off `pauseNum`; 1→0 sends
-//!   RESUME(upstreamQ, FID). (The algorithm names `packet.q`; the upstream acts on its own
-//!   queue, the one the data shim carried, as for the PAUSE.)
+//!   RESUME to the port, upstream queue and FID the outstanding PAUSE named. (The algorithm
+//!   names `packet.q`; the upstream acts on its own queue, the one the data shim carried, as
+//!   for the PAUSE.)
 //! * **Opportunistic re-assigning (§3.3)** on PAUSE/RESUME received: [`upstream`].
 //!
 //! Units: bytes for `L`, the flow's size against `Occu_fair` and the thresholds (Alg. 1
