@@ -202,14 +202,9 @@ impl CongaLeaf {
         }
     }
 
-    /// SplitMix64 (as `crate::drill`): spelled out so choices never change with a dependency.
     #[inline]
     fn next_u64(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        crate::drill::splitmix64(&mut self.rng)
     }
 
     /// Congestion-To-Leaf[`leaf`][`uplink`] at `now` (0 if never set or aged out).

@@ -49,15 +49,9 @@ impl Drill {
         self.memory
     }
 
-    /// SplitMix64 step (Steele, Lea, Flood 2014): spelled out so choices never change with a
-    /// dependency.
     #[inline]
     fn next_u64(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        splitmix64(&mut self.rng)
     }
 
     /// Uniform in `0..n` (`n > 0`), by multiply-shift (no division on the packet path).
@@ -105,6 +99,17 @@ impl Drill {
         self.memory = Some((i, port));
         Some(i)
     }
+}
+
+/// One SplitMix64 step (Steele, Lea, Flood 2014) on `state`: spelled out so the seeded choices
+/// of DRILL and CONGA never change with a dependency.
+#[inline]
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
