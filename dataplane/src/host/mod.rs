@@ -1187,6 +1187,29 @@ mod tests {
     use flowctl::wire::signal::{Signal, SignalRepr};
 
     /// A stack in BFC mode with `queues` NIC queues and a window that never limits.
+    /// Host `i` of a /24: MAC 02:00:00:00:00:i, IP 10.0.0.i.
+    fn host_info(i: u8) -> crate::config::HostInfo {
+        crate::config::HostInfo {
+            name: format!("h{i}"),
+            index: usize::from(i),
+            mac: crate::wire::MacAddr([2, 0, 0, 0, 0, i]),
+            ip: std::net::Ipv4Addr::new(10, 0, 0, i),
+            prefix_len: 24,
+            gateway_mac: None,
+            nic_rate_bps: 10_000_000_000,
+            nic_delay_ps: 0,
+        }
+    }
+
+    /// Host `i`'s addresses as a peer.
+    fn peer_addr(i: u8) -> fabric::PeerAddr {
+        let h = host_info(i);
+        fabric::PeerAddr {
+            mac: h.mac,
+            ip: h.ip,
+        }
+    }
+
     fn bfc_stack(queues: usize, flows: &[FlowSpec]) -> HostStack {
         let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
         cfg.window_bytes = 1000 * u64::from(cfg.mss);
@@ -1332,23 +1355,7 @@ mod tests {
 
     #[test]
     fn bfc_data_frames_carry_the_shim_and_receivers_take_either() {
-        use crate::config::HostInfo;
-        use crate::wire::MacAddr;
-        use std::net::Ipv4Addr;
-        let info = |i: u8| HostInfo {
-            name: format!("h{i}"),
-            index: usize::from(i),
-            mac: MacAddr([2, 0, 0, 0, 0, i]),
-            ip: Ipv4Addr::new(10, 0, 0, i),
-            prefix_len: 24,
-            gateway_mac: None,
-            nic_rate_bps: 10_000_000_000,
-            nic_delay_ps: 0,
-        };
-        let peer = fabric::PeerAddr {
-            mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            ip: Ipv4Addr::new(10, 0, 0, 1),
-        };
+        let peer = peer_addr(1);
         let flows = [flow(1, 100_000), flow(2, 100_000), flow(3, 100_000)];
         let mut a = bfc_stack(8, &flows);
         let mut b = HostStack::new(
@@ -1365,7 +1372,7 @@ mod tests {
         for s in &sent {
             let q = a.queue_of(s.hdr.flow).unwrap();
             assert_eq!(s.upq, Some(q));
-            let len = wire::emit_segment(&info(0), &peer, s, &mut buf);
+            let len = wire::emit_segment(&host_info(0), &peer, s, &mut buf);
             assert_eq!(len, s.frame_len());
             assert_eq!(len, FRAME_OVERHEAD + s.payload + shim::SHIM_LEN as u32);
             // The flowctl codec reads upstreamQ = the flow's NIC queue ...
@@ -1389,7 +1396,7 @@ mod tests {
         assert!(!acks.is_empty());
         for s in &acks {
             assert_eq!(s.upq, None);
-            let len = wire::emit_segment(&info(1), &peer, s, &mut buf);
+            let len = wire::emit_segment(&host_info(1), &peer, s, &mut buf);
             assert_eq!(wire::upstream_q(&buf[..len as usize]), None);
             assert_eq!(&buf[12..14], &crate::wire::EtherType::IPV4.to_be_bytes());
             // An ACK returns to its flow's port (the reverse of the data's 5-tuple).
@@ -1403,7 +1410,7 @@ mod tests {
         // Three flows between the same two hosts are three 5-tuples (ECMP, BFC's flow table).
         let mut tuples = std::collections::BTreeSet::new();
         for s in &sent {
-            let len = wire::emit_segment(&info(0), &peer, s, &mut buf);
+            let len = wire::emit_segment(&host_info(0), &peer, s, &mut buf);
             let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
             let m = crate::parse::parse(&buf[..n]).unwrap();
             let t5 = m.five_tuple().unwrap();
@@ -1419,9 +1426,7 @@ mod tests {
     /// sending, with its frames' upstreamQ following the move; FlowResume brings it back.
     #[test]
     fn aquarius_flow_pause_holds_exactly_the_named_flow() {
-        use crate::wire::MacAddr;
-        use std::net::Ipv4Addr;
-        let ips = vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
+        let ips = vec![host_info(1).ip, host_info(2).ip];
         // Two NIC queues: 1 → 0, 2 → 1, 3 shares queue 0 with 1; 2 (one packet) completes
         // and leaves queue 1 empty for the reserved queue.
         let mss = u64::from(StackConfig::new(0, 1, 0).mss);
@@ -1438,20 +1443,7 @@ mod tests {
         a.on_frame(t, &ack(2, 1), 0);
         assert_eq!(a.queue_of(2), None);
         // The FID the switch computes from flow 1's frames is the stack's key for it.
-        let me = crate::config::HostInfo {
-            name: "h0".into(),
-            index: 0,
-            mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            ip: ips[0],
-            prefix_len: 24,
-            gateway_mac: None,
-            nic_rate_bps: 10_000_000_000,
-            nic_delay_ps: 0,
-        };
-        let peer = fabric::PeerAddr {
-            mac: MacAddr([2, 0, 0, 0, 0, 2]),
-            ip: ips[1],
-        };
+        let (me, peer) = (host_info(1), peer_addr(2));
         let mut buf = [0u8; 2048];
         let s1 = sent.iter().find(|s| s.hdr.flow == 1).unwrap();
         let len = wire::emit_segment(&me, &peer, s1, &mut buf);

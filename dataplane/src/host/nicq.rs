@@ -564,22 +564,28 @@ mod tests {
         assert_eq!((n.pauses_rx, n.resumes_rx), (2, 2));
     }
 
-    /// The host stack's NIC, whose queues hold flows: a FlowPause moves the named flow
-    /// itself into the paused `rsvQ` (the flow sharing its queue keeps being served), a
-    /// FlowResume brings it back and releases `rsvQ`; a flow alone in its queue has the
-    /// queue paused and does not move; a released (done) flow is left alone.
-    #[test]
-    fn flows_move_into_and_out_of_rsvq() {
+    /// A 4-queue NIC whose queues hold flows (items are flow keys): 7 and 8 share queue 0
+    /// (as above), 9 has queue 1, 11 queue 3; queue 2 is free (10 started there and is done).
+    fn four_queues_of_flows() -> NicQueues<u32> {
         let mut n: NicQueues<u32> = NicQueues::new(4);
-        // Flows 7 and 8 share queue 0 (as above); 9 has queue 1, 11 queue 3; queue 2 free.
         for k in [7, 9, 10, 11, 8] {
-            n.queue_of(k);
+            n.start(k);
         }
         n.release(10);
         for k in [7, 8, 9, 11] {
             let q = n.assigned(k).unwrap();
             n.push(usize::from(q), k);
         }
+        n
+    }
+
+    /// The host stack's NIC, whose queues hold flows: a FlowPause moves the named flow
+    /// itself into the paused `rsvQ` (the flow sharing its queue keeps being served), a
+    /// FlowResume brings it back and releases `rsvQ`; a flow alone in its queue has the
+    /// queue paused and does not move; a released (done) flow is left alone.
+    #[test]
+    fn flows_move_into_and_out_of_rsvq() {
+        let mut n = four_queues_of_flows();
         assert!(!n.apply_flows(&Signal::FlowPause { queue: 1, fid: 9 }, |&k| k));
         assert_eq!(n.paused, 0b10, "alone: its queue is paused");
         assert!(n.apply_flows(&Signal::FlowPause { queue: 0, fid: 7 }, |&k| k));
@@ -618,15 +624,7 @@ mod tests {
     /// their home queues), and two live flows with one key keep it until both are done.
     #[test]
     fn rsvq_is_not_mapped_and_twin_keys_outlive_one_release() {
-        let mut n: NicQueues<u32> = NicQueues::new(4);
-        for k in [7, 9, 10, 11, 8] {
-            n.start(k);
-        }
-        n.release(10);
-        for k in [7, 8, 9, 11] {
-            let q = n.assigned(k).unwrap();
-            n.push(usize::from(q), k);
-        }
+        let mut n = four_queues_of_flows();
         assert!(n.apply_flows(&Signal::FlowPause { queue: 0, fid: 7 }, |&k| k));
         assert_eq!(n.queue_table().rsv(), Some(2));
         // Queue 2 has no flow of its own, but it is rsvQ (paused): a new flow goes to the
