@@ -1496,9 +1496,9 @@ fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot],
     r.pauses = crate::congestion::port_pauses(snaps);
     for s in snaps {
         let pipes = s.pfc.as_ref().map_or(&[][..], |st| st.pipes());
-        for p in pipes.iter().filter_map(|st| st.aquarius.as_ref()) {
+        for a in pipes.iter().filter_map(|st| st.aquarius.as_ref()) {
             let t = &mut r.aquarius;
-            for p in &p.ports {
+            for p in &a.ports {
                 t.pauses_qhigh += p.pauses_sent_qhigh;
                 t.pauses_contribution += p.pauses_sent_contribution;
                 t.resumes += p.resumes_sent;
@@ -1509,7 +1509,8 @@ fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot],
                 t.table_collisions += p.table_collisions;
                 t.active_flows_max = t.active_flows_max.max(p.active_flows_max);
             }
-            // The hosts' pauses are Aquarius's when a switch runs it.
+            // The hosts' pauses are Aquarius's when a switch runs it (both runners sum the
+            // host counters before calling this).
             t.host_pauses_rx = r.host_bfc_pauses_rx;
         }
         for (i, p) in s.ports.iter().enumerate() {
