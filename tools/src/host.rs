@@ -80,6 +80,13 @@ pub struct HostArgs {
     /// ECN-capable and need ECN-marking switches; HPCC needs switches that append INT.
     #[arg(long, default_value = "window")]
     pub cc: String,
+    /// Run DCQCN's timers (α, rate decrease, rate increase) and the receiver's one CNP per
+    /// flow per 50 µs this many times slower than the paper's. The paper tuned them for
+    /// microsecond fabrics; on a slow link, or behind a software loop that sees its frames
+    /// milliseconds apart, the marking band's queueing delay and the feedback are that much
+    /// longer (tools/tests/cc.rs runs 100 Mbit/s with 10). Senders and receiver must agree.
+    #[arg(long, default_value_t = 1)]
+    pub dcqcn_time_scale: u32,
     /// Interface.
     #[arg(long, default_value = "eth0")]
     pub iface: String,
@@ -164,7 +171,18 @@ pub fn run(a: HostArgs) -> Result<i32> {
         (_, n) => n,
     };
     cfg.cc = a.cc.parse().map_err(|e| anyhow!("--cc: {e}"))?;
+    if a.dcqcn_time_scale == 0 {
+        bail!("--dcqcn-time-scale: 0 (1 is the paper's timers)");
+    }
+    cfg.dcqcn_time_scale = a.dcqcn_time_scale;
+    // How much sending time a stalled loop may make up: the NIC 200 us (more would send the
+    // stall's backlog at veth speed: beside a CPU hog, 10 ms gave bursts that the switch
+    // marked, and DCQCN's split in tools/tests/cc.rs went 30/63 Mbit/s in 3 of 5 runs); a
+    // flow's rate limiter 10 ms, caught up at the NIC's pace (an RDMA NIC's limiter is not
+    // held up by the host: with 200 us, DCQCN senders beside a hog lost a fifth of their
+    // rate while their control saw no congestion).
     cfg.max_lag_ps = 200_000_000;
+    cfg.rate_lag_ps = 10_000_000_000;
     let run_ps = parse_time(&a.run).map_err(|e| anyhow!("--run: {e}"))?;
     let mss = cfg.mss;
     let mut stack = HostStack::new(cfg, &sched);

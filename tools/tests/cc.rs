@@ -90,9 +90,22 @@ fn experiment_matrix_cc_selects_the_hosts_congestion_control() {
 /// would mark every queue). No PFC: with it, the pauses reached the AF_XDP hosts after up to
 /// a ring of frames had left, the headroom overflowed, and drops with 100 ms timeouts halved
 /// the throughput in one of three runs (a PFC-on-real-hosts matter, not this test's). A 10 MB
-/// buffer: DCQCN's timers are the paper's (50-55 µs, tuned for µs RTTs) while this loop
-/// through AF_XDP hosts is milliseconds, so the rates overshoot before the CNPs arrive (peak
-/// queue 0.36-0.95 MB measured); a 2 MB buffer's lossy threshold (244 KB) dropped.
+/// buffer: with the paper's DCQCN timers (50-55 µs, tuned for µs RTTs) and this loop through
+/// AF_XDP hosts taking milliseconds, the rates overshot before the CNPs arrived (peak queue
+/// 0.36-0.95 MB measured); a 2 MB buffer's lossy threshold (244 KB) dropped.
+///
+/// So the hosts run DCQCN 10 times slower (`--dcqcn-time-scale 10`: timers 0.5-0.55 ms, one
+/// CNP per flow per 0.5 ms). With the paper's timers the queue stayed far above K_max, every
+/// packet was marked, and the receiver, which takes a batch of frames per loop, answered
+/// each flow once per batch whatever its rate: beside a CPU hog the senders got nearly equal
+/// CNPs (6 088 vs 5 020) at a 3:1 split, and the test failed in 2 of 5 suite runs (77/23
+/// and 73/24 Mbit/s). Scaled, the queue peaks at 0.16-0.28 MB and the receiver answers about
+/// a third of the marks (2 500 CNPs of 7 000), so the CNPs follow each flow's packets.
+/// 100 times slower (5 ms) converged too slowly (h1, which starts first, kept 55-65 % in 4
+/// of 8 runs). `xoff host` lets a flow's rate limiter make up 10 ms of a stalled loop at the
+/// NIC's pace (an RDMA NIC's limiter is not held up by the host's CPU). Measured with both:
+/// 13 of 14 runs within 8 % of the fair share; beside a hog 9 of 10, where the senders reach
+/// only 81-87 Mbit/s in total (86-90 without) and the miss split 56/31 Mbit/s.
 const TOPOLOGY: &str = r#"# Two DCQCN senders through one ECN-marking switch (tools/tests/cc.rs).
 name = "ccdcqcn"
 
@@ -164,7 +177,16 @@ fn dcqcn_hosts_on_real_frames_converge_to_a_fair_share() {
         &sched,
         &dir,
         start_at,
-        &["--run", "6s", "--rto", "100ms", "--cc", "dcqcn"],
+        &[
+            "--run",
+            "6s",
+            "--rto",
+            "100ms",
+            "--cc",
+            "dcqcn",
+            "--dcqcn-time-scale",
+            "10",
+        ],
     );
     // Measure from 3 s (2 s after h2 joined) to 5.5 s at the switch's ingress ports.
     sleep_until_ns(start_at + 3_000_000_000);

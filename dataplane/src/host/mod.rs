@@ -84,6 +84,11 @@ pub struct StackConfig {
     pub honor_pfc: bool,
     /// How far in the past a late real-time driver may start a frame (ps); 0 in virtual time.
     pub max_lag_ps: u64,
+    /// The same for a flow's own rate limiter (DCQCN, HPCC), ps; 0 in virtual time. An RDMA
+    /// NIC's limiter is never held up by the host's CPU, so a real-time driver lets it make
+    /// up more than the NIC pacer: the flow catches up at the NIC's pace rather than lose
+    /// its rate to a stall.
+    pub rate_lag_ps: u64,
     /// BFC mode: this many NIC queues (1..=128) with dynamic flow assignment, the data shim
     /// and Xoff signal frames honoured per queue; 0: off (a NIC queue per priority).
     pub bfc_queues: usize,
@@ -92,6 +97,9 @@ pub struct StackConfig {
     pub cc: CcKind,
     /// Base RTT the defaults were derived from (HPCC's `T`), ps.
     pub base_rtt_ps: u64,
+    /// DCQCN's timers and the notification point's CNP interval run this many times slower
+    /// than the paper's (1: as the paper; [`cc::dcqcn::Params::time_scaled`]).
+    pub dcqcn_time_scale: u32,
 }
 
 impl StackConfig {
@@ -109,9 +117,11 @@ impl StackConfig {
             ack_prio: None,
             honor_pfc: true,
             max_lag_ps: 0,
+            rate_lag_ps: 0,
             bfc_queues: 0,
             cc: CcKind::default(),
             base_rtt_ps,
+            dcqcn_time_scale: 1,
         }
     }
 }
@@ -567,13 +577,14 @@ impl HostStack {
         }
         r.high = r.high.max(s + 1);
         // Congestion feedback for whichever control the sender runs: the CE echo (DCTCP) and,
-        // at most once per flow per 50 µs, a CNP (DCQCN §3.2's notification point).
+        // at most once per flow per 50 µs (times the time scale), a CNP (DCQCN §3.2's
+        // notification point).
         let mut flags = wire::FLAG_ACK;
         if ce {
             self.counters.ce_rx += 1;
             flags |= wire::FLAG_ECE;
             if r.last_cnp_ps
-                .is_none_or(|t| now >= t + cc::dcqcn::CNP_INTERVAL_PS)
+                .is_none_or(|t| now >= t + cc::dcqcn::cnp_interval_ps(self.cfg.dcqcn_time_scale))
             {
                 r.last_cnp_ps = Some(now);
                 flags |= wire::FLAG_CNP;
@@ -653,6 +664,7 @@ impl HostStack {
                     self.cfg.base_rtt_ps,
                     self.cfg.mss,
                     self.cfg.window_bytes,
+                    self.cfg.dcqcn_time_scale,
                 ),
                 win_pkts: self.window_pkts,
                 next_tx_ps: 0,
@@ -790,7 +802,7 @@ impl HostStack {
     fn data_segment(&mut self, i: usize, now: u64) -> Segment {
         let upq = self.bfc.is_some().then_some(self.tx[i].queue);
         let mss = u64::from(self.cfg.mss);
-        let (ect, lag) = (self.cfg.cc.uses_ecn(), self.cfg.max_lag_ps);
+        let (ect, lag) = (self.cfg.cc.uses_ecn(), self.cfg.rate_lag_ps);
         let int = self.cfg.cc.uses_int();
         let f = &mut self.tx[i];
         let seq = f.nxt;

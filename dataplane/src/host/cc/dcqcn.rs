@@ -84,6 +84,27 @@ impl Params {
             clamp_target: false,
         }
     }
+
+    /// The same control `k` times slower: every timer (α, decrease, increase) `k` times
+    /// longer, the per-event steps (`g`, `R_AI`, `R_HAI`, `F`) unchanged. For a loop whose
+    /// feedback is `k` times slower than the µs fabric the paper tuned its timers for: at
+    /// 100 Mbit/s a queue between DCQCN's marking thresholds is 1000 times longer in time
+    /// than at 100 Gbit/s, and a host driven by a software loop sees its CNPs in batches a
+    /// millisecond or more apart. The notification point's interval scales with it
+    /// ([`cnp_interval_ps`]).
+    pub fn time_scaled(mut self, k: u32) -> Self {
+        let k = u64::from(k.max(1));
+        self.alpha_interval_ps *= k;
+        self.decrease_interval_ps *= k;
+        self.increase_timer_ps *= k;
+        self
+    }
+}
+
+/// The notification point's minimum spacing of CNPs per flow for time scale `k`
+/// ([`Params::time_scaled`]; 1: the paper's 50 µs).
+pub fn cnp_interval_ps(k: u32) -> u64 {
+    CNP_INTERVAL_PS * u64::from(k.max(1))
 }
 
 /// One flow's reaction point.
@@ -337,6 +358,36 @@ mod tests {
             q.on_tick(k * 50 * US + 50 * US);
         }
         assert!(close(q.rc, 1e9), "{}", q.rc);
+    }
+
+    #[test]
+    fn time_scaled_control_is_the_same_control_k_times_slower() {
+        // The same CNPs at k-times-later instants give the same rates at k-times-later
+        // ticks; the CNP interval stretches with it.
+        let k = 100;
+        let mut d = Dcqcn::new(Params::for_rate(100_000_000_000));
+        let mut s = Dcqcn::new(Params::for_rate(100_000_000_000).time_scaled(k));
+        let k = u64::from(k);
+        let events = [
+            (Some(0), 50),
+            (Some(60), 100),
+            (Some(70), 160),
+            (Some(300), 400),
+            (None, 900),
+        ];
+        for (cnp, tick) in events {
+            if let Some(cnp) = cnp {
+                d.on_cnp(cnp * US);
+                s.on_cnp(cnp * US * k);
+            }
+            d.on_tick(tick * US);
+            s.on_tick(tick * US * k);
+            assert!(close(s.rc, d.rc) && close(s.rt, d.rt) && close(s.alpha, d.alpha));
+            assert_eq!(s.t_stage, d.t_stage);
+        }
+        assert_eq!(s.next_timer(), d.next_timer().map(|t| t * k));
+        assert_eq!(cnp_interval_ps(100), 5_000 * US);
+        assert_eq!(cnp_interval_ps(0), CNP_INTERVAL_PS, "0 is taken as 1");
     }
 
     #[test]

@@ -125,7 +125,8 @@ pub enum FlowCc {
 impl FlowCc {
     /// The state of a new flow of a host whose NIC runs at `line_bps`, with base RTT
     /// `base_rtt_ps`, segment size `mss` and configured window `window_bytes`, started at
-    /// `now`.
+    /// `now`; DCQCN's timers run `dcqcn_time_scale` times slower than the paper's
+    /// ([`dcqcn::Params::time_scaled`]).
     pub fn new(
         kind: CcKind,
         now: u64,
@@ -133,11 +134,14 @@ impl FlowCc {
         base_rtt_ps: u64,
         mss: u32,
         window_bytes: u64,
+        dcqcn_time_scale: u32,
     ) -> Self {
         match kind {
             CcKind::None => FlowCc::None,
             CcKind::Window => FlowCc::Window,
-            CcKind::Dcqcn => FlowCc::Dcqcn(dcqcn::Dcqcn::new(dcqcn::Params::for_rate(line_bps))),
+            CcKind::Dcqcn => FlowCc::Dcqcn(dcqcn::Dcqcn::new(
+                dcqcn::Params::for_rate(line_bps).time_scaled(dcqcn_time_scale),
+            )),
             CcKind::Dctcp => FlowCc::Dctcp(dctcp::Dctcp::new(window_bytes, mss)),
             CcKind::Hpcc => FlowCc::Hpcc(hpcc::Hpcc::new(
                 hpcc::Params::for_rate(line_bps, base_rtt_ps),
@@ -214,8 +218,8 @@ mod tests {
 
     #[test]
     fn none_and_window_caps() {
-        let n = FlowCc::new(CcKind::None, 0, 100, 10, 1000, 5000);
-        let w = FlowCc::new(CcKind::Window, 0, 100, 10, 1000, 5000);
+        let n = FlowCc::new(CcKind::None, 0, 100, 10, 1000, 5000, 1);
+        let w = FlowCc::new(CcKind::Window, 0, 100, 10, 1000, 5000, 1);
         assert_eq!((n.window_bytes(5000), n.rate_bps()), (None, None));
         assert_eq!((w.window_bytes(5000), w.rate_bps()), (Some(5000), None));
     }
