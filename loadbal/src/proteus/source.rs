@@ -2,14 +2,8 @@
 //!
 //! A flow table entry per flow (as §IV-A's: flow id, last forwarded time, selected path, three
 //! alternatives) remembers where the flow goes. A packet of a new flow runs SelectPath over
-//! all active paths. A packet of a known flow is routed again only when its current path `p`
-//! is congested: "Algorithm 1 ... is triggered at edge switches for the cases of a new flow
-//! packet arriving or the current path is congested" (§III-B.1), read as Table II's states
-//! other than non-congested (`t_pd ≥ RTT_low`: undetermined or congested). A flow on a
-//! non-congested path stays: without that trigger every flow hopped between non-congested
-//! paths whose fed-back delays differ by noise (a few ns of a stale mean), onto paths whose
-//! real queue it could not see. When triggered it may move only to a path `p'` whose delay
-//! is lower than `p`'s by less than the gap since the flow's previous packet
+//! all active paths. A packet of a known flow may move only to a path `p'` whose delay is lower
+//! than its current path `p`'s by less than the gap since the flow's previous packet
 //! (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it then arrives after that packet, so
 //! the reroute preserves order; among such paths SelectPath decides. Otherwise it stays.
 //!
@@ -24,7 +18,7 @@
 //! The table is direct-mapped on the flow key like the paper's hardware table (CRC-16 flow ids
 //! there, a 32-bit key here); a colliding flow evicts the entry and is treated as new.
 
-use super::path::{PathId, PathState, PathTable};
+use super::path::{PathId, PathTable};
 
 /// What Proteus writes into a packet (the 9-byte shim of §IV-A, in host units).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,10 +91,8 @@ impl ProteusSource {
         let (path, alts, n_alts, rerouted) = if e.valid && e.key == key {
             let p = t.paths[usize::from(e.path)];
             let gap = now.saturating_sub(e.t_pre);
-            // §III-B.1: an existing flow is routed again only off a congested path.
-            let triggered = p.state(&t.params) != PathState::NonCongested;
             let faster = |_: usize, q: &super::PathEntry| {
-                triggered && q.t_pd_ps < p.t_pd_ps && p.t_pd_ps - q.t_pd_ps < gap
+                q.t_pd_ps < p.t_pd_ps && p.t_pd_ps - q.t_pd_ps < gap
             };
             let (r, n) = t.select_salted(faster, key as usize);
             if n == 0 {
@@ -249,41 +241,8 @@ mod tests {
         assert_eq!(d.shim.alts, [PathId(101), PathId(103), PathId(100)]);
         // The alternative is faster: nothing to tolerate.
         assert_eq!(d.shim.t_td_ps, 0);
-        // The flow now lives on 102 (12 us < RTT_low, non-congested): a later packet 100 us
-        // on stays there although 101 is 1 us faster: Algorithm 1 is triggered for a known
-        // flow only when its path is congested (§III-B.1).
+        // The flow now lives on 102: a later packet 100 us on may take 101 (1 us faster).
         let d = s.route(1, 106 * US).unwrap();
-        assert_eq!((d.shim.path, d.rerouted), (PathId(102), false));
-        // 102 turns undetermined (14 us, u 0.5): now the 3 us faster 101 qualifies at a gap
-        // over 3 us, 103 (13 us, 1 us faster) at one over 1 us; SelectPath among them: 101
-        // (11 us, non-congested) before 103 (13 us = RTT_low, undetermined).
-        s.table.feedback(PathId(102), 14 * US, 500);
-        let d = s.route(1, 106 * US + US).unwrap();
-        assert_eq!(
-            (d.shim.path, d.rerouted),
-            (PathId(102), false),
-            "gap 1 us: none is faster by less"
-        );
-        // Gap 3.5 us (from 107 us): 101 (3 us faster) qualifies too.
-        let d = s.route(1, 110 * US + US / 2).unwrap();
-        assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
-    }
-
-    /// §III-B.1's trigger, hand-worked: base 10 us, RTT_low 13 us. A flow on path 100 at
-    /// 12.9 us (non-congested) stays even when 101 is 0.9 us faster and the gap is 1 ms; at
-    /// 13 us (undetermined) the same gap moves it to 101 (12 us; 102 at 12.5 us, 103 at
-    /// 13 us is not faster).
-    #[test]
-    fn a_known_flow_is_rerouted_only_off_a_congested_path() {
-        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
-        assert_eq!(s.route(2, 0).unwrap().shim.path, PathId(100));
-        s.table.feedback(PathId(100), 12_900_000, 300);
-        s.table.feedback(PathId(101), 12 * US, 300);
-        s.table.feedback(PathId(102), 12_500_000, 300);
-        let d = s.route(2, 1000 * US).unwrap();
-        assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
-        s.table.feedback(PathId(100), 13 * US, 300);
-        let d = s.route(2, 2000 * US).unwrap();
         assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
     }
 
