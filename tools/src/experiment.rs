@@ -480,6 +480,7 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
         } => {
             let opts = RunOpts {
                 duration: None,
+                seeds: None,
                 jobs: usize::from(jobs),
                 shard,
             };
@@ -564,6 +565,8 @@ impl ShardSpec {
 pub struct RunOpts<'a> {
     /// Replaces the traffic window (`xoff repro --quick`).
     pub duration: Option<&'a str>,
+    /// Replaces the file's seeds (`xoff repro --quick` runs one).
+    pub seeds: Option<&'a [u64]>,
     /// Virtual-time cells run on up to this many threads (real-frame cells stay serial).
     pub jobs: usize,
     pub shard: Option<ShardSpec>,
@@ -582,6 +585,7 @@ pub fn run_file(
         out,
         &RunOpts {
             duration,
+            seeds: None,
             jobs: 1,
             shard: None,
         },
@@ -609,12 +613,15 @@ struct Plan {
     digest: String,
 }
 
-fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
+fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -> Result<Plan> {
     let fname = file.display().to_string();
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {fname}"))?;
     let mut exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
     if let Some(d) = duration {
         exp.duration = d.to_string();
+    }
+    if let Some(v) = seeds {
+        exp.seeds = v.to_vec();
     }
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let topo_path = base.join(&exp.topology);
@@ -660,6 +667,9 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     let mut h = Fnv::default();
     h.field(text.as_bytes());
     h.field(exp.duration.as_bytes());
+    if seeds.is_some() {
+        h.field(format!("{:?}", exp.seeds).as_bytes());
+    }
     h.field(topo_text.as_bytes());
     if let Some(c) = &exp.workload.cdf {
         let p = base.join(c);
@@ -766,7 +776,7 @@ pub fn run_file_with(
     out: Option<PathBuf>,
     opts: &RunOpts,
 ) -> Result<(ExperimentResult, PathBuf)> {
-    let p = plan(file, opts.duration)?;
+    let p = plan(file, opts.duration, opts.seeds)?;
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&p.exp.name));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mine: Vec<&CellSpec> = p
@@ -2277,5 +2287,22 @@ port = [{ name = "p1" }]
             .collect();
         assert_eq!(cells.len(), 3);
         assert!(!cells.contains(&p("aquarius", "32")));
+    }
+
+    /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.
+    #[test]
+    fn load_and_conga() {
+        let l = |v: &str| BTreeMap::from([("load".to_string(), v.to_string())]);
+        assert_eq!(cell_load(&l("0.397")).unwrap(), Some(0.397));
+        assert_eq!(cell_load(&BTreeMap::new()).unwrap(), None);
+        for bad in ["0", "1.6", "x", "-0.2"] {
+            assert!(cell_load(&l(bad)).is_err(), "{bad}");
+        }
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let lb = BTreeMap::from([("lb".to_string(), "conga".to_string())]);
+        let t: toml::Value = toml::from_str(&patch_topology(TOPO, &lb, &exp).unwrap()).unwrap();
+        assert_eq!(t["switch"][0]["lb"].as_str(), Some("conga"));
+        let bad = BTreeMap::from([("lb".to_string(), "hermes".to_string())]);
+        assert!(patch_topology(TOPO, &bad, &exp).is_err());
     }
 }
