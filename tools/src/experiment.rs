@@ -27,6 +27,10 @@
 //! Matrix key `queues` sets every switch's queues per port and the BFC hosts' NIC queues (BFC-8
 //! vs BFC-32, Aquarius §2/§4); `exclude` drops the cells that match one of its entries.
 //!
+//! Matrix key `load` replaces a load workload's `workload.load` per cell (a load sweep in one
+//! file, Proteus §V-B's 0.3–0.8); key `lb` sets every switch's path choice (ecmp, drill, conga,
+//! proteus).
+//!
 //! A `load` workload may carry an incast on top (`[workload.incast]`: `load`, `fan_in`,
 //! `size_min`, `size_max`; [`workload::IncastMix`]), as Aquarius §4's "70 % load + 5 % 100-to-1
 //! incast".
@@ -125,7 +129,8 @@ struct ExpFile {
     #[serde(default)]
     host: HostCfg,
     /// Switch settings to vary: `scheme` (pfc, none, bfc, bfc-stochastic, bfc-single,
-    /// aquarius), `headroom` (sih, dsh), `lb` (ecmp, drill, proteus), `queues` (per port).
+    /// aquarius), `headroom` (sih, dsh), `lb` (ecmp, drill, conga, proteus), `queues` (per
+    /// port), `cc`, and `load` (a load workload's offered load, replacing `workload.load`).
     #[serde(default)]
     matrix: BTreeMap<String, Vec<String>>,
     /// Cells of the matrix not to run: a cell matching every key of one entry is skipped.
@@ -303,6 +308,10 @@ pub struct CellResult {
     /// Aquarius cells: the mechanisms' counters over every switch port and host.
     #[serde(default)]
     pub aquarius: AquariusTotals,
+    /// `lb = proteus` cells: every switch's Proteus counters summed (reroutes by Algorithm 1
+    /// at the source edge and by Algorithm 2 at any hop, feedback applied).
+    #[serde(default)]
+    pub proteus: dataplane::scheme::proteus::ProteusStats,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
@@ -471,6 +480,7 @@ pub fn run(cmd: ExperimentCmd) -> Result<i32> {
         } => {
             let opts = RunOpts {
                 duration: None,
+                seeds: None,
                 jobs: usize::from(jobs),
                 shard,
             };
@@ -555,6 +565,8 @@ impl ShardSpec {
 pub struct RunOpts<'a> {
     /// Replaces the traffic window (`xoff repro --quick`).
     pub duration: Option<&'a str>,
+    /// Replaces the file's seeds (`xoff repro --quick` runs one).
+    pub seeds: Option<&'a [u64]>,
     /// Virtual-time cells run on up to this many threads (real-frame cells stay serial).
     pub jobs: usize,
     pub shard: Option<ShardSpec>,
@@ -573,6 +585,7 @@ pub fn run_file(
         out,
         &RunOpts {
             duration,
+            seeds: None,
             jobs: 1,
             shard: None,
         },
@@ -600,12 +613,15 @@ struct Plan {
     digest: String,
 }
 
-fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
+fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -> Result<Plan> {
     let fname = file.display().to_string();
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {fname}"))?;
     let mut exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
     if let Some(d) = duration {
         exp.duration = d.to_string();
+    }
+    if let Some(v) = seeds {
+        exp.seeds = v.to_vec();
     }
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let topo_path = base.join(&exp.topology);
@@ -615,9 +631,14 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     // Rates and delays do not change between cells.
     let paths = path_params(&exp, &topo0, &fname)?;
     for k in exp.matrix.keys() {
-        if !["scheme", "headroom", "lb", "cc", "queues"].contains(&k.as_str()) {
-            bail!("{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc, queues)");
+        if !["scheme", "headroom", "lb", "cc", "queues", "load"].contains(&k.as_str()) {
+            bail!(
+                "{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc, queues, load)"
+            );
         }
+    }
+    if exp.matrix.contains_key("load") && exp.workload.kind != "load" {
+        bail!("{fname}: matrix.load: only a `load` workload has an offered load");
     }
     for (i, e) in exp.exclude.iter().enumerate() {
         if let Some(k) = e.keys().find(|k| !exp.matrix.contains_key(*k)) {
@@ -646,6 +667,9 @@ fn plan(file: &Path, duration: Option<&str>) -> Result<Plan> {
     let mut h = Fnv::default();
     h.field(text.as_bytes());
     h.field(exp.duration.as_bytes());
+    if seeds.is_some() {
+        h.field(format!("{:?}", exp.seeds).as_bytes());
+    }
     h.field(topo_text.as_bytes());
     if let Some(c) = &exp.workload.cdf {
         let p = base.join(c);
@@ -697,7 +721,15 @@ fn run_cell(p: &Plan, c: &CellSpec, out: &Path) -> Result<CellOut> {
     let tpath = dir.join("topology.toml");
     std::fs::write(&tpath, patched)?;
     let topo = Topology::load(&tpath)?;
-    let sched = schedule(exp, &p.paths, &p.base, &topo, c.seed, &p.fname)?;
+    let sched = match cell_load(&c.params)? {
+        // Matrix key `load`: this cell's offered load instead of the file's.
+        Some(l) => {
+            let mut e = exp.clone();
+            e.workload.load = Some(l);
+            schedule(&e, &p.paths, &p.base, &topo, c.seed, &p.fname)?
+        }
+        None => schedule(exp, &p.paths, &p.base, &topo, c.seed, &p.fname)?,
+    };
     std::fs::write(dir.join("schedule.csv"), workload::to_csv(&sched))?;
     let cc = cell_cc(exp, &c.params)?;
     let (res, flows, series) = match exp.mode {
@@ -744,7 +776,7 @@ pub fn run_file_with(
     out: Option<PathBuf>,
     opts: &RunOpts,
 ) -> Result<(ExperimentResult, PathBuf)> {
-    let p = plan(file, opts.duration)?;
+    let p = plan(file, opts.duration, opts.seeds)?;
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&p.exp.name));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mine: Vec<&CellSpec> = p
@@ -1089,6 +1121,17 @@ fn cell_queues(p: &BTreeMap<String, String>) -> Result<Option<usize>> {
     }
 }
 
+/// The cell's `load` (a load workload's offered load per host, fraction of the NIC rate).
+fn cell_load(p: &BTreeMap<String, String>) -> Result<Option<f64>> {
+    match p.get("load") {
+        Some(l) => match l.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.5 => Ok(Some(x)),
+            _ => bail!("matrix.load: `{l}`: an offered load in (0, 1.5]"),
+        },
+        None => Ok(None),
+    }
+}
+
 /// Applies a cell's settings to every switch of the topology text. BFC cells in virtual time
 /// also make the host NICs speak BFC unless `[sim]` already chooses how hosts take part.
 fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Result<String> {
@@ -1111,8 +1154,8 @@ fn patch_topology(text: &str, p: &BTreeMap<String, String>, exp: &ExpFile) -> Re
     }
     // Issue 18: the switches' path policy.
     if let Some(lb) = p.get("lb") {
-        if !["ecmp", "drill", "proteus"].contains(&lb.as_str()) {
-            bail!("matrix.lb: `{lb}`: use ecmp, drill or proteus");
+        if !["ecmp", "drill", "conga", "proteus"].contains(&lb.as_str()) {
+            bail!("matrix.lb: `{lb}`: use ecmp, drill, conga or proteus");
         }
     }
     let cc = cell_cc(exp, p)?;
@@ -1455,6 +1498,7 @@ fn empty_result() -> CellResult {
         pauses: Vec::new(),
         audit: CellAudit::default(),
         aquarius: AquariusTotals::default(),
+        proteus: Default::default(),
         dir: String::new(),
         timeline: Timeline::default(),
     }
@@ -1512,6 +1556,15 @@ fn switch_totals(r: &mut CellResult, snaps: &[dataplane::stats::SwitchSnapshot],
             // The hosts' pauses are Aquarius's when a switch runs it (both runners sum the
             // host counters before calling this).
             t.host_pauses_rx = r.host_bfc_pauses_rx;
+        }
+        for p in pipes.iter().filter_map(|st| st.proteus.as_ref()) {
+            let t = &mut r.proteus;
+            t.routed += p.routed;
+            t.source_reroutes += p.source_reroutes;
+            t.hop_reroutes += p.hop_reroutes;
+            t.metered += p.metered;
+            t.feedback_sent += p.feedback_sent;
+            t.feedback_applied += p.feedback_applied;
         }
         for (i, p) in s.ports.iter().enumerate() {
             for (k, v) in &p.drops {
@@ -2234,5 +2287,22 @@ port = [{ name = "p1" }]
             .collect();
         assert_eq!(cells.len(), 3);
         assert!(!cells.contains(&p("aquarius", "32")));
+    }
+
+    /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.
+    #[test]
+    fn load_and_conga() {
+        let l = |v: &str| BTreeMap::from([("load".to_string(), v.to_string())]);
+        assert_eq!(cell_load(&l("0.397")).unwrap(), Some(0.397));
+        assert_eq!(cell_load(&BTreeMap::new()).unwrap(), None);
+        for bad in ["0", "1.6", "x", "-0.2"] {
+            assert!(cell_load(&l(bad)).is_err(), "{bad}");
+        }
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let lb = BTreeMap::from([("lb".to_string(), "conga".to_string())]);
+        let t: toml::Value = toml::from_str(&patch_topology(TOPO, &lb, &exp).unwrap()).unwrap();
+        assert_eq!(t["switch"][0]["lb"].as_str(), Some("conga"));
+        let bad = BTreeMap::from([("lb".to_string(), "hermes".to_string())]);
+        assert!(patch_topology(TOPO, &bad, &exp).is_err());
     }
 }

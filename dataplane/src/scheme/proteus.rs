@@ -279,6 +279,7 @@ impl ProteusScheme {
                     }
                     meter.on_packet(
                         PathId(m.shim.path),
+                        pkt.in_port,
                         now.saturating_sub(delay_ps),
                         now,
                         u64::from(pkt.len),

@@ -1,12 +1,20 @@
 //! Path measurement at the destination edge (§III-A.1, §IV-C): per path, the one-way delay
 //! `t_pd` (from the send timestamp the source edge put in the shim; one clock per testbed and
-//! in the fabric) and the link utilisation `u_link` (bytes received over the period against the
-//! line rate), over a period of about an RTT, then fed back to the source edge on reverse
+//! in the fabric) and the link utilisation `u_link` ("the ratio of throughput to link speed",
+//! §IV-C), over a period of about an RTT, then fed back to the source edge on reverse
 //! traffic or a feedback frame.
 //!
-//! `t_pd` is the mean over the period's packets. A period in which a path delivered nothing
-//! reports `u_link = 0` and keeps the last `t_pd`: a path paused for a whole period looks like
-//! an idle one by utilisation, which is why Table II needs the delay as well.
+//! `t_pd` is the mean over the period's packets of the path. `u_link` is the utilisation of the
+//! link the path arrives on at this edge: every byte that came in over that link in the period
+//! (all paths that share it, from every source edge) against its line rate. Table II needs the
+//! link's load, not the path's own share of it: the share of one source edge's path is a
+//! fraction of the link even when the link is full, which would read every loaded path as
+//! "PFC pausing" (`u_link` < 1) and never as congested, and would make SelectPath's
+//! undetermined rule (max `u_link`) prefer the path this source already loads most.
+//!
+//! A period in which a path delivered nothing keeps its last `t_pd`; its `u_link` is its link's
+//! (0 if nothing came over the link: a path paused for a whole period looks idle by
+//! utilisation, which is why Table II needs the delay as well).
 
 use super::path::PathId;
 
@@ -21,7 +29,8 @@ pub struct Feedback {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Acc {
     seen: bool,
-    bytes: u64,
+    /// The link (ingress port here) the path's last packet came in on.
+    link: u16,
     delay_sum: u64,
     n: u64,
     t_pd: u64,
@@ -32,10 +41,12 @@ struct Acc {
 pub struct PathMeter {
     /// Measurement period, ps (about an RTT).
     pub period_ps: u64,
-    /// Rate of the path's bottleneck link into this edge, bit/s.
+    /// Line rate of the links into this edge from the fabric, bit/s.
     pub rate_bps: u64,
     start: u64,
     acc: Vec<Acc>,
+    /// Bytes in the period per link (ingress port).
+    link_bytes: Vec<u64>,
 }
 
 impl PathMeter {
@@ -45,31 +56,43 @@ impl PathMeter {
             rate_bps,
             start: now,
             acc: Vec::new(),
+            link_bytes: Vec::new(),
         }
     }
 
-    /// A packet of `bytes` on `path`, sent at `sent_ps`, arrived at `now`.
+    /// A packet of `bytes` on `path`, sent at `sent_ps`, came in over `link` at `now`.
     #[inline]
-    pub fn on_packet(&mut self, path: PathId, sent_ps: u64, now: u64, bytes: u64) {
+    pub fn on_packet(&mut self, path: PathId, link: u16, sent_ps: u64, now: u64, bytes: u64) {
         let i = usize::from(path.0);
         if i >= self.acc.len() {
             self.acc.resize(i + 1, Acc::default());
         }
         let a = &mut self.acc[i];
         a.seen = true;
-        a.bytes += bytes;
+        a.link = link;
         a.delay_sum += now.saturating_sub(sent_ps);
         a.n += 1;
+        self.on_link_bytes(link, bytes);
+    }
+
+    /// `bytes` came in over `link` without a path to measure (they still load the link).
+    #[inline]
+    pub fn on_link_bytes(&mut self, link: u16, bytes: u64) {
+        let l = usize::from(link);
+        if l >= self.link_bytes.len() {
+            self.link_bytes.resize(l + 1, 0);
+        }
+        self.link_bytes[l] += bytes;
     }
 
     /// Starts a new period at `now`, forgetting what the current one holds (after an idle
     /// stretch, so the first period back is not averaged over the idle time).
     pub fn restart(&mut self, now: u64) {
         for a in &mut self.acc {
-            a.bytes = 0;
             a.delay_sum = 0;
             a.n = 0;
         }
+        self.link_bytes.fill(0);
         self.start = now;
     }
 
@@ -85,6 +108,7 @@ impl PathMeter {
             return;
         }
         let span = now - self.start;
+        let cap = u128::from(self.rate_bps) * u128::from(span);
         for (i, a) in self.acc.iter_mut().enumerate() {
             if !a.seen {
                 continue;
@@ -92,8 +116,12 @@ impl PathMeter {
             if let Some(mean) = a.delay_sum.checked_div(a.n) {
                 a.t_pd = mean;
             }
-            let cap = u128::from(self.rate_bps) * u128::from(span);
-            let u = (u128::from(a.bytes) * 8 * 1_000_000_000_000 * 1000)
+            let bytes = self
+                .link_bytes
+                .get(usize::from(a.link))
+                .copied()
+                .unwrap_or(0);
+            let u = (u128::from(bytes) * 8 * 1_000_000_000_000 * 1000)
                 .checked_div(cap)
                 .map_or(0, |u| u.min(1000) as u32);
             out.push(Feedback {
@@ -101,10 +129,10 @@ impl PathMeter {
                 t_pd_ps: a.t_pd,
                 u_permille: u,
             });
-            a.bytes = 0;
             a.delay_sum = 0;
             a.n = 0;
         }
+        self.link_bytes.fill(0);
         self.start = now;
     }
 }
@@ -117,13 +145,14 @@ mod tests {
 
     #[test]
     fn delay_mean_and_utilisation_per_period() {
-        // 10 us period at 40 Gbit/s: 50 KB fill it.
+        // 10 us period at 40 Gbit/s: 50 KB fill a link.
         let mut m = PathMeter::new(10 * US, 40_000_000_000, 0);
         let mut out = Vec::new();
-        // Path 3: 25 KB (half), delays 4 and 6 us; path 1: 50 KB (full), 20 us.
-        m.on_packet(PathId(3), 0, 4 * US, 12_500);
-        m.on_packet(PathId(3), US, 7 * US, 12_500);
-        m.on_packet(PathId(1), 0, 20 * US, 50_000);
+        // Path 3 on link 0: 25 KB (half the link), delays 4 and 6 us; path 1 on link 1: 50 KB
+        // (full), 20 us.
+        m.on_packet(PathId(3), 0, 0, 4 * US, 12_500);
+        m.on_packet(PathId(3), 0, US, 7 * US, 12_500);
+        m.on_packet(PathId(1), 1, 0, 20 * US, 50_000);
         m.close(9 * US, &mut out);
         assert!(out.is_empty(), "period not over");
         m.close(10 * US, &mut out);
@@ -150,9 +179,46 @@ mod tests {
         assert_eq!(out[1].t_pd_ps, 5 * US);
         // After an idle stretch a restart measures the next period from its own start.
         m.restart(1000 * US);
-        m.on_packet(PathId(1), 1000 * US, 1004 * US, 25_000);
+        m.on_packet(PathId(1), 1, 1000 * US, 1004 * US, 25_000);
         out.clear();
         m.close(1010 * US, &mut out);
         assert_eq!((out[0].t_pd_ps, out[0].u_permille), (4 * US, 500));
+    }
+
+    /// `u_link` is the link's utilisation, not the path's share of it (Table II, §IV-C).
+    /// Hand-worked: 10 us at 40 Gbit/s, 50 KB fill a link. Link 0 carries path 1 (from one
+    /// source edge, 20 KB) and path 2 (from another, 30 KB): the link is full, so both paths
+    /// read u = 1 (congested if their delay is high), though neither carried more than 60 %.
+    /// Link 1 carries path 5 (10 KB) and 15 KB of frames without a path (local or control
+    /// traffic): u = 0.5 for path 5. Path 5 then goes quiet while link 1 stays half busy:
+    /// it keeps its last delay and reads its link's 0.5.
+    #[test]
+    fn utilisation_is_the_links_not_the_paths_share() {
+        let mut m = PathMeter::new(10 * US, 40_000_000_000, 0);
+        let mut out = Vec::new();
+        m.on_packet(PathId(1), 0, 0, 3 * US, 20_000);
+        m.on_packet(PathId(2), 0, 0, 5 * US, 30_000);
+        m.on_packet(PathId(5), 1, 0, 2 * US, 10_000);
+        m.on_link_bytes(1, 15_000);
+        m.close(10 * US, &mut out);
+        out.sort_by_key(|f| f.path);
+        let u: Vec<(u16, u64, u32)> = out
+            .iter()
+            .map(|f| (f.path.0, f.t_pd_ps, f.u_permille))
+            .collect();
+        assert_eq!(
+            u,
+            vec![(1, 3 * US, 1000), (2, 5 * US, 1000), (5, 2 * US, 500)]
+        );
+        out.clear();
+        m.on_link_bytes(1, 25_000);
+        m.close(20 * US, &mut out);
+        out.sort_by_key(|f| f.path);
+        assert_eq!(
+            (out[2].path, out[2].t_pd_ps, out[2].u_permille),
+            (PathId(5), 2 * US, 500)
+        );
+        // Links 0 carried nothing this period: paths 1 and 2 read idle.
+        assert_eq!((out[0].u_permille, out[1].u_permille), (0, 0));
     }
 }

@@ -15,6 +15,7 @@ mod bfc;
 mod dsh;
 mod pfc;
 mod proteus;
+mod proteus_vb;
 mod pyrrha;
 
 use anyhow::{bail, Context, Result};
@@ -155,6 +156,8 @@ impl Row {
 
     fn ratio_text(&self) -> String {
         match self.check {
+            // A bound of 0 (an ordering as a margin, "none" as a count) has no ratio.
+            Check::AtLeast(t) | Check::AtMost(t) if t == 0.0 => "–".into(),
             Check::Within { target, .. } | Check::AtLeast(target) | Check::AtMost(target) => {
                 format!("{:.2}", self.measured / target)
             }

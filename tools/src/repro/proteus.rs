@@ -13,7 +13,8 @@
 //! built.
 //!
 //! Transport: the fabric's constant-rate UDP flows with PFC-honouring NICs; the paper's is
-//! DCQCN (issue 19, not landed).
+//! DCQCN, which the §V-B rows ([`super::proteus_vb`]: the large-scale Web Search runs of
+//! Fig. 10) use.
 
 use super::{sim_file, Check, Ctx, Row, Section};
 use crate::plot::{write_chart, Chart};
@@ -325,6 +326,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
             p.f1()?.rx_pkts
         )),
     ];
+    let mut rows = rows;
+    rows.extend(super::proteus_vb::rows(ctx, &mut log)?);
     let mut files = Vec::new();
     write_chart(
         ctx.out,
@@ -354,8 +357,14 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 (the paper gives flow counts, not timings). `deploy/sim/proteus-fig4.toml`, \
                 `drill-fig4.toml`, `conga-fig4.toml` (with 1 Gbit/s ACK streams back to L1 for \
                 CONGA's feedback), and ECMP on the same file. Transport: constant-rate UDP, \
-                not the paper's DCQCN (issue 19). Hermes is not built; the §V-B large-scale \
-                Web Search runs are not here yet."
+                not the paper's DCQCN. Hermes is not built.\n\n§V-B large-scale Web Search \
+                (Fig. 10): `deploy/experiments/proteus-vb.toml`, the paper's 8 × 8 leaf-spine \
+                with 128 hosts, 100 Gbit/s, 12 MB buffers, PFC, DCQCN hosts, Web Search sizes \
+                with Poisson arrivals at network load 0.3, 0.5, 0.7, 0.8 (NIC load 0.170, \
+                0.284, 0.397, 0.454: 16 hosts per leaf over 8 uplinks), ECMP, DRILL, CONGA, \
+                Proteus. Run length scaled, not the topology: 3 ms of arrivals, seeds 1 and 2 \
+                (`--quick`: 1 ms, seed 1); AFCT and p99 are absolute FCTs of every completed \
+                flow of a load."
             .into(),
         rows,
         plots: vec!["proteus-fig4d.svg".into()],

@@ -1,0 +1,370 @@
+//! Proteus §V-B (large-scale simulation, Fig. 10 Web Search) in virtual time:
+//! `deploy/experiments/proteus-vb.toml`, the paper's 8 × 8 leaf-spine with 128 hosts at
+//! 100 Gbit/s, 12 MB buffers with PFC, DCQCN, Web Search flow sizes with Poisson arrivals,
+//! ECMP vs DRILL vs CONGA vs Proteus at network load 0.3, 0.5, 0.7 and 0.8. The run length is
+//! scaled, not the topology: 3 ms of arrivals and two seeds (`--quick`: 1 ms, one seed).
+//!
+//! AFCT and p99 FCT are absolute flow completion times over all completed flows of a load's
+//! seeds (as Fig. 10 plots them). Each ordering row takes the smallest reduction of Proteus
+//! against the baseline over the four loads: the paper's claim holds at every load iff it is
+//! above 0.
+
+use super::{cell, experiment_file, Check, Ctx, Row};
+use crate::experiment::{run_file_with, CellResult, ExperimentResult, RunOpts};
+use anyhow::{Context, Result};
+use std::fmt::Write;
+use std::path::Path;
+
+/// (network load as the paper gives it, the NIC load the experiment file's matrix uses).
+const LOADS: [(f64, &str); 4] = [
+    (0.3, "0.170"),
+    (0.5, "0.284"),
+    (0.7, "0.397"),
+    (0.8, "0.454"),
+];
+const LBS: [&str; 4] = ["ecmp", "drill", "conga", "proteus"];
+/// `--quick`: arrivals for 1 ms (the file: 3 ms), the first seed only (~40 s of one core).
+const QUICK_DURATION: &str = "1ms";
+const QUICK_SEEDS: [u64; 1] = [1];
+/// Web Search's short flows (§V: "flows less than 100KB").
+const SHORT: u64 = 100_000;
+
+/// One (load, lb) over its seeds.
+#[derive(Debug, Default, Clone)]
+struct Agg {
+    fcts_us: Vec<f64>,
+    short_us: Vec<f64>,
+    flows: usize,
+    completed: usize,
+    reordered: u64,
+    retx: u64,
+    timeouts: u64,
+    pfc: u64,
+    /// Frames the switches dropped (any class) and data packets the receivers never got.
+    drops: u64,
+    lost: u64,
+    /// Where the switches dropped, "cell: switch:port × n".
+    drop_at: Vec<String>,
+    source_reroutes: u64,
+    hop_reroutes: u64,
+}
+
+impl Agg {
+    fn add(&mut self, c: &CellResult) -> Result<()> {
+        let csv = Path::new(&c.dir).join("flows.csv");
+        let text = std::fs::read_to_string(&csv).with_context(|| format!("{}", csv.display()))?;
+        let mut lines = text.lines();
+        let head: Vec<&str> = lines
+            .next()
+            .context("flows.csv: header")?
+            .split(',')
+            .collect();
+        let col = |n: &str| head.iter().position(|h| *h == n).context(n.to_string());
+        let (size, fct, done) = (col("size")?, col("fct_ps")?, col("completed")?);
+        for l in lines {
+            let v: Vec<&str> = l.split(',').collect();
+            if v.get(done) != Some(&"true") {
+                continue;
+            }
+            let us = v[fct].parse::<u64>()? as f64 / 1e6;
+            self.fcts_us.push(us);
+            if v[size].parse::<u64>()? <= SHORT {
+                self.short_us.push(us);
+            }
+        }
+        self.flows += c.summary.flows;
+        self.completed += c.summary.completed;
+        self.reordered += c.summary.reordered;
+        self.retx += c.summary.retx;
+        self.timeouts += c.summary.timeouts;
+        self.pfc += c.pfc_pause_frames;
+        self.drops += c.switch_drops.values().sum::<u64>();
+        self.lost += c.receiver_lost;
+        for (port, n) in &c.drops_by_port {
+            self.drop_at.push(format!("{}: {port} × {n}", c.cell));
+        }
+        self.source_reroutes += c.proteus.source_reroutes;
+        self.hop_reroutes += c.proteus.hop_reroutes;
+        Ok(())
+    }
+
+    fn afct(&self) -> f64 {
+        mean(&self.fcts_us)
+    }
+
+    fn p99(&self) -> f64 {
+        p99(&self.fcts_us)
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::INFINITY;
+    }
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// The 99th percentile (nearest rank).
+fn p99(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::INFINITY;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let k = ((0.99 * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[k - 1]
+}
+
+/// Per load (in [`LOADS`] order), per lb (in [`LBS`] order).
+fn aggregate(res: &ExperimentResult) -> Result<Vec<Vec<Agg>>> {
+    let mut out = Vec::new();
+    for (_, nic) in LOADS {
+        let mut per = Vec::new();
+        for lb in LBS {
+            let mut a = Agg::default();
+            let mut n = 0;
+            for c in res.cells.iter().filter(|c| {
+                c.params.get("load").map(String::as_str) == Some(nic)
+                    && c.params.get("lb").map(String::as_str) == Some(lb)
+            }) {
+                a.add(c)?;
+                n += 1;
+            }
+            if n == 0 {
+                // Names the missing cell.
+                cell(res, &[("load", nic), ("lb", lb)])?;
+            }
+            per.push(a);
+        }
+        out.push(per);
+    }
+    Ok(out)
+}
+
+/// Runs the §V-B experiment into `OUT/proteus-vb` and returns its rows.
+pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
+    let file = experiment_file("proteus-vb.toml");
+    let opts = RunOpts {
+        duration: ctx.quick.then_some(QUICK_DURATION),
+        seeds: ctx.quick.then_some(&QUICK_SEEDS[..]),
+        jobs: 1,
+        shard: None,
+    };
+    let (res, _) = run_file_with(&file, Some(ctx.out.join("proteus-vb")), &opts)?;
+    let agg = aggregate(&res)?;
+    let seeds: Vec<u64> = {
+        let mut s: Vec<u64> = res.cells.iter().map(|c| c.seed).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    let _ = writeln!(
+        log,
+        "§V-B Web Search, DCQCN + PFC, {} of arrivals, seeds {seeds:?}: per network load and \
+         lb: AFCT / p99 FCT (µs), short-flow (≤ 100 KB) AFCT, flows completed, reordered \
+         packets, PFC XOFF frames, retransmissions; Proteus: Algorithm 1 / Algorithm 2 reroutes",
+        if ctx.quick {
+            QUICK_DURATION
+        } else {
+            "the file's window"
+        }
+    );
+    for (li, (load, _)) in LOADS.iter().enumerate() {
+        for (bi, lb) in LBS.iter().enumerate() {
+            let a = &agg[li][bi];
+            let _ = writeln!(
+                log,
+                "load {load}: {lb:8} AFCT {:7.1} p99 {:8.1} short {:6.1}  {}/{} flows  \
+                 reordered {:7}  PFC {:6}  retx {}{}",
+                a.afct(),
+                a.p99(),
+                mean(&a.short_us),
+                a.completed,
+                a.flows,
+                a.reordered,
+                a.pfc,
+                a.retx,
+                if *lb == "proteus" {
+                    format!("  reroutes {} / {}", a.source_reroutes, a.hop_reroutes)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    let p = 3;
+    let red = |m: fn(&Agg) -> f64, b: usize| -> Vec<f64> {
+        agg.iter()
+            .map(|per| (1.0 - m(&per[p]) / m(&per[b])) * 100.0)
+            .collect()
+    };
+    let show = |v: &[f64]| {
+        LOADS
+            .iter()
+            .zip(v)
+            .map(|((l, _), r)| format!("{l}: {r:.0} %"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let all = |f: &dyn Fn(&[Agg]) -> bool| agg.iter().all(|per| f(per));
+    // Why Proteus is not below DRILL here, checked at every load: DRILL's reordering costs it
+    // nothing (the receivers buffer out-of-order packets; no retransmission, no timeout),
+    // and DRILL's cells see fewer PFC pauses than Proteus's, so the paper's reason
+    // (DRILL "cannot detect PFC pausing at the downstream switches") has less to act on.
+    let drill_why = all(&|per| {
+        per[1].reordered > 0 && per[1].retx == 0 && per[1].timeouts == 0 && per[1].pfc < per[p].pfc
+    });
+    // Why Proteus's reroutes cannot be trusted to be order-preserving here: Algorithm 1's
+    // rule keeps order only if the fed-back path delays are exact; a reordered packet in a
+    // run where ECMP (one path per flow) reorders nothing is a reroute whose delay estimate
+    // was wrong by more than the packet gap.
+    let stale = all(&|per| {
+        per[0].reordered == 0
+            && per[p].reordered > 0
+            && per[p].source_reroutes + per[p].hop_reroutes > 0
+    });
+    let mut rows = Vec::new();
+    let fig = "§V-B Fig. 10 (Web Search)";
+    for (b, name, afct_q, p99_q) in [
+        (
+            0,
+            "ECMP",
+            "– (§V-B gives no ECMP figure; the testbed, §V-A Fig. 8a: \"Proteus performs \
+             increasingly better (2x-3x) FCT compared to ECMP\")",
+            "– (§V-A Fig. 8d: \"Proteus also achieves the lowest 99th percentile FCT\")",
+        ),
+        (
+            2,
+            "CONGA",
+            "up to 35 % (\"Proteus outperforms CONGA, DRILL, Hermes and MP-RDMA on AFCT and \
+             99th percentile FCT by up to 35%, 31%, 28%, 22% and 46%, 42%, 34%, 29%\"; testbed \
+             Fig. 8a: \"up to 37% lower overall FCT at 0.7 load compared to CONGA\")",
+            "up to 46 % (same sentence)",
+        ),
+        (
+            1,
+            "DRILL",
+            "up to 31 % (the same sentence; testbed Fig. 8a: \"Proteus outperforms DRILL by \
+             up to 30% in terms of AFCT\")",
+            "up to 42 % (same sentence)",
+        ),
+    ] {
+        for (metric, quote, m) in [
+            ("AFCT", afct_q, Agg::afct as fn(&Agg) -> f64),
+            ("p99 FCT", p99_q, Agg::p99 as fn(&Agg) -> f64),
+        ] {
+            let r = red(m, b);
+            let max = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let mut row = Row::new(
+                fig,
+                &format!("{metric}, Proteus vs {name}: smallest reduction over loads 0.3-0.8"),
+                quote,
+                min(&r),
+                "%",
+            )
+            .check(Check::AtLeast(0.0));
+            let mut note = format!(
+                "Proteus below {name} at every load iff ≥ 0 (the paper: below at every \
+                 load). Per load: {}; largest {max:.0} %.",
+                show(&r)
+            );
+            if b == 1 {
+                row = row.differs(drill_why);
+                note.push_str(
+                    " Not reproduced, for a reason the run checks at every load: DRILL's \
+                     per-packet choice reorders (the receivers buffer out-of-order packets, \
+                     as the paper's reordering buffer does: DRILL has no retransmission and \
+                     no timeout), and DRILL's cells send fewer PFC pauses than Proteus's: \
+                     spraying packets over the 8 uplinks leaves no two elephants colliding on \
+                     one, so the PFC pausing DRILL cannot see (the paper's reason) is rarer \
+                     under DRILL than under Proteus (checked; in the recorded runs also than \
+                     under ECMP and CONGA)",
+                );
+            } else {
+                row = row.differs(stale);
+                note.push_str(
+                    " Where it is below 0, the checked reason: Proteus's reroutes act on \
+                     path delays fed back a measurement period (4.5 µs) and a feedback trip \
+                     late; a reroute the order rule admitted still reordered (ECMP, one path \
+                     per flow, reorders nothing in the same run), so those reroutes moved \
+                     flows on wrong delay estimates. deploy/experiments/proteus-vb.toml's \
+                     header has the trace and the ablations",
+                );
+            }
+            rows.push(row.note(note));
+        }
+    }
+    let reord: u64 = agg.iter().map(|per| per[p].reordered).sum();
+    let drill_reord: u64 = agg.iter().map(|per| per[1].reordered).sum();
+    let rx: u64 = res
+        .cells
+        .iter()
+        .filter(|c| c.params.get("lb").map(String::as_str) == Some("proteus"))
+        .map(|c| c.summary.rx_pkts)
+        .sum();
+    rows.push(
+        Row::new(
+            "§V-C Fig. 12b",
+            "Proteus: reordered packets, all loads",
+            "\"Proteus effectively avoid packet reordering\" (issue 18: 0)",
+            reord as f64,
+            "pkts",
+        )
+        .check(Check::AtMost(0.0))
+        .differs(stale && reord < drill_reord)
+        .note(format!(
+            "{reord} of {rx} packets ({:.2} %; DRILL {drill_reord}). Algorithm 1's rule \
+             (0 < p.t_pd − p'.t_pd < t_cur − t_pre) keeps order only with exact delays; here \
+             they are means over a 4.5 µs period, a feedback trip old, while a 100 Gbit/s \
+             queue moves 1 µs per 12.5 KB; Algorithm 2 moves a packet past the flow's packets \
+             waiting at the paused egress (t_td ≤ t_qd is the condition for overtaking them). \
+             Checked: ECMP reorders nothing in the same run, Proteus rerouted, and reorders \
+             less than DRILL",
+            reord as f64 * 100.0 / rx.max(1) as f64
+        )),
+    );
+    rows.push(
+        Row::holds(
+            "§II-A, §V-B",
+            "PFC triggers with DCQCN at every load (ECMP cells)",
+            "\"PFC is triggered even with congestion control\"",
+            all(&|per| per[0].pfc > 0),
+        )
+        .note(format!(
+            "PFC XOFF frames under ECMP per load: {}",
+            agg.iter()
+                .map(|per| per[0].pfc.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    );
+    rows.push(Row::holds(
+        "§V-B",
+        "every flow of every cell completes, no data packet lost",
+        "PFC-enabled lossless network",
+        all(&|per| per.iter().all(|a| a.completed == a.flows && a.lost == 0)),
+    ));
+    let drops: u64 = agg.iter().flatten().map(|a| a.drops).sum();
+    let at: Vec<&String> = agg.iter().flatten().flat_map(|a| &a.drop_at).collect();
+    rows.push(
+        Row::new(
+            "§V-B",
+            "frames the switches dropped, all cells",
+            "none: PFC-enabled lossless network",
+            drops as f64,
+            "frames",
+        )
+        .check(Check::AtMost(0.0))
+        .note(if at.is_empty() {
+            "the switches' lossless audit".to_string()
+        } else {
+            format!(
+                "lossless-class overflows, not a load-balancing result (every data packet \
+                 arrived: the row above): {}",
+                at.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")
+            )
+        }),
+    );
+    Ok(rows)
+}
