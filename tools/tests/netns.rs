@@ -86,16 +86,25 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
         let offered = format!("{}", (2.0 * bps) as u64);
         // Measure the switch's egress over the middle of the run while iperf3 floods.
         let bed_ref = &bed;
-        let (v, wire_sw) = std::thread::scope(|sc| {
+        let (v, (wire_sw, wire_in)) = std::thread::scope(|sc| {
             let meter = sc.spawn(move || {
                 std::thread::sleep(Duration::from_millis(1500));
                 let (a, t0) = (bed_ref.stats("s1"), Instant::now());
                 std::thread::sleep(Duration::from_secs(3));
                 let (b, t1) = (bed_ref.stats("s1"), Instant::now());
-                let wire = |x: &dataplane::stats::SwitchSnapshot| {
-                    (x.ports[1].tx_bytes + 20 * x.ports[1].tx_pkts) as f64 * 8.0
+                let wire = |x: &dataplane::stats::SwitchSnapshot, p: usize, rx: bool| {
+                    let q = &x.ports[p];
+                    let (bytes, pkts) = match rx {
+                        true => (q.rx_bytes, q.rx_pkts),
+                        false => (q.tx_bytes, q.tx_pkts),
+                    };
+                    (bytes + 20 * pkts) as f64 * 8.0
                 };
-                (wire(&b) - wire(&a)) / (t1 - t0).as_secs_f64()
+                let secs = (t1 - t0).as_secs_f64();
+                (
+                    (wire(&b, 1, false) - wire(&a, 1, false)) / secs,
+                    (wire(&b, 0, true) - wire(&a, 0, true)) / secs,
+                )
             });
             let v = bed_ref.iperf(
                 "h1",
@@ -142,17 +151,20 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
         let err = (wire - bps) / bps;
         let err_sw = (wire_sw - bps) / bps;
         eprintln!(
-            "{rate}: offered {sent:.0} bit/s; switch egress {wire_sw:.0} bit/s ({:+.2}%); receiver {wire:.0} bit/s on the wire ({:+.2}%)",
+            "{rate}: offered {sent:.0} bit/s, switch ingress {wire_in:.0} bit/s; switch egress {wire_sw:.0} bit/s ({:+.2}%); receiver {wire:.0} bit/s on the wire ({:+.2}%)",
             err_sw * 100.0,
             err * 100.0
         );
-        // The premise: an overload, which the tail drops below prove as well. iperf3 is asked
-        // for 2x; beside a CPU hog it reached 1.27x at 1 Gbit/s (one run in 2), so the premise
-        // asks 1.1x: 10 % more than the rate, which an unshaped egress would show 5x outside
-        // the 2 % checked below.
+        // The premise: the switch was overloaded while its egress was measured, which the
+        // tail drops below prove as well. It is measured at the switch's ingress over the same
+        // window, not by iperf3's own average: iperf3 is asked for 2x, but beside a CPU hog it
+        // reached 1.27x and, in one run of five, 1.074x at 1 Gbit/s (over its whole 6 s, ramp
+        // included), under the 1.1x this premise asked of it then, while the switch shaped to
+        // +0.00 %. 5 % more than the rate is 2.5x outside the 2 % checked below.
         assert!(
-            sent > 1.1 * bps,
-            "{rate}: the sender only offered {sent:.0} bit/s, not an overload"
+            wire_in > 1.05 * bps,
+            "{rate}: the switch received {wire_in:.0} bit/s (iperf3 sent {sent:.0}), not an \
+             overload"
         );
         assert!(
             err_sw.abs() <= 0.02,
