@@ -75,9 +75,9 @@ impl PathMeter {
         self.on_link_bytes(link, bytes);
     }
 
-    /// `bytes` came in over `link` without a path to measure (they still load the link).
+    /// Counts `bytes` that came in over `link` in this period.
     #[inline]
-    pub fn on_link_bytes(&mut self, link: u16, bytes: u64) {
+    fn on_link_bytes(&mut self, link: u16, bytes: u64) {
         let l = usize::from(link);
         if l >= self.link_bytes.len() {
             self.link_bytes.resize(l + 1, 0);
@@ -189,8 +189,8 @@ mod tests {
     /// Hand-worked: 10 us at 40 Gbit/s, 50 KB fill a link. Link 0 carries path 1 (from one
     /// source edge, 20 KB) and path 2 (from another, 30 KB): the link is full, so both paths
     /// read u = 1 (congested if their delay is high), though neither carried more than 60 %.
-    /// Link 1 carries path 5 (10 KB) and 15 KB of frames without a path (local or control
-    /// traffic): u = 0.5 for path 5. Path 5 then goes quiet while link 1 stays half busy:
+    /// Link 1 carries path 5 (10 KB) and 15 KB more (counted straight into the link: no
+    /// delay sample): u = 0.5 for path 5. Path 5 then goes quiet while link 1 stays half busy:
     /// it keeps its last delay and reads its link's 0.5.
     #[test]
     fn utilisation_is_the_links_not_the_paths_share() {
