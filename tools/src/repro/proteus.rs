@@ -191,7 +191,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         .map(|x| show(x))
         .collect::<Vec<_>>()
         .join("; ");
-    let rows = vec![
+    let mut rows = vec![
         Row::new(
             "§V-B on §II-B.3 Fig. 4(d)",
             "f1 FCT, Proteus vs DRILL: reduction",
@@ -326,7 +326,6 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
             p.f1()?.rx_pkts
         )),
     ];
-    let mut rows = rows;
     rows.extend(super::proteus_vb::rows(ctx, &mut log)?);
     let mut files = Vec::new();
     write_chart(
