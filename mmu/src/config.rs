@@ -10,6 +10,9 @@
 //! * `response_ps = 10 µs`: Xoff is a software switch; a threshold crossing is noticed and a
 //!   received pause obeyed only after a poll/batch period, during which the link keeps
 //!   delivering at line rate. Set it to the worst poll-to-transmit latency you measured.
+//! * `small_packet_percentage = 100`: headroom is sized for line-rate arrivals of the smallest
+//!   frames, each taking a whole cell (SONiC's default for its lossless traffic pattern; see
+//!   [`crate::headroom::eta_cells`]). The paper presets use 0, Eq. (1) in bytes as the paper.
 
 use serde::{Deserialize, Serialize};
 
@@ -145,6 +148,11 @@ pub struct MmuConfig {
     /// Needed for a strict no-loss guarantee; the paper presets turn it off to reserve exactly
     /// Eq. (3)/(4).
     pub headroom_mtu_slack: bool,
+    /// Share (%) of the headroom's line-rate arrivals assumed to be minimum-size frames, each
+    /// taking a whole cell; the rest are MTU frames (SONiC `small_packet_percentage`). 100 is
+    /// the worst case and needed for a no-loss guarantee whatever the frame sizes; 0 sizes
+    /// `η` in bytes as the DSH paper's Eq. (1).
+    pub small_packet_percentage: u8,
     /// ECN marking.
     pub ecn: EcnConfig,
     /// Seed of the internal PRNG (ECN marking), for deterministic runs.
@@ -167,6 +175,7 @@ impl Default for MmuConfig {
             delta_p_bytes: 0,
             response_ps: 10_000_000,
             headroom_mtu_slack: true,
+            small_packet_percentage: 100,
             ecn: EcnConfig::default(),
             seed: 1,
         }
@@ -186,6 +195,7 @@ impl MmuConfig {
             headroom_mode: mode,
             response_ps: 0,
             headroom_mtu_slack: false,
+            small_packet_percentage: 0,
             ..MmuConfig::default()
         }
     }
@@ -207,6 +217,7 @@ impl MmuConfig {
             delta_bytes: 3 * 1024,
             response_ps: 0,
             headroom_mtu_slack: false,
+            small_packet_percentage: 0,
             ..MmuConfig::default()
         }
     }
@@ -264,6 +275,15 @@ impl MmuConfig {
             return Err(MmuError::config(
                 "lossless_share",
                 "is 0 but lossless_pgs is not empty: lossless traffic needs a pool",
+            ));
+        }
+        if self.small_packet_percentage > 100 {
+            return Err(MmuError::config(
+                "small_packet_percentage",
+                format!(
+                    "must be within 0..=100, got {}",
+                    self.small_packet_percentage
+                ),
             ));
         }
         self.alpha.check("alpha")?;

@@ -205,7 +205,19 @@ impl Mmu {
                     )
                 }
             };
-            let eta_cells = to_cells32(eta_formula_bytes + response_bytes);
+            // Eq. (1)'s upstream finishes one MTU frame; HPCC's `3·C·D` is all line-rate time.
+            let one_frame = match mode {
+                HeadroomMode::Sih | HeadroomMode::Dsh => p.mtu,
+                HeadroomMode::Hpcc => 0,
+            };
+            let eta_cells = u32::try_from(headroom::eta_cells(
+                eta_formula_bytes + response_bytes,
+                one_frame,
+                p.mtu,
+                cell,
+                cfg.small_packet_percentage,
+            ))
+            .unwrap_or(u32::MAX);
             let mtu_cells = to_cells32(u64::from(p.mtu));
             let hdrm_cap = match mode {
                 // One MTU of crossing slack: see `ingress` module docs.
@@ -259,13 +271,19 @@ impl Mmu {
             let b = |c: u64| c * u64::from(cell);
             let what = match mode {
                 HeadroomMode::Sih => format!(
-                    "{n_p} ports × {n_q} PGs × (η {} B + MTU slack) = {} B",
+                    "{n_p} ports × {n_q} PGs × (η {} B = {} cells at small_packet_percentage \
+                     {} + MTU slack) = {} B",
                     states[0].eta_formula_bytes + states[0].response_bytes,
+                    states[0].eta_cells,
+                    cfg.small_packet_percentage,
                     b(headroom_reserved)
                 ),
                 HeadroomMode::Dsh => format!(
-                    "{n_p} ports × insurance (η {} B + MTU slack) = {} B",
+                    "{n_p} ports × insurance (η {} B = {} cells at small_packet_percentage \
+                     {} + MTU slack) = {} B",
                     states[0].eta_formula_bytes + states[0].response_bytes,
+                    states[0].eta_cells,
+                    cfg.small_packet_percentage,
                     b(headroom_reserved)
                 ),
                 HeadroomMode::Hpcc => format!(

@@ -536,7 +536,14 @@ fn ecn_marks_red_style_deterministically() {
 fn ecn_thresholds_scale_with_port_rate() {
     let mut ports = tomahawk_ports();
     ports[1].rate_bps = 25_000_000_000;
-    let m = Mmu::new(&MmuConfig::default(), &ports).expect("mmu");
+    // 32 × 100 Gbit/s with the software response term's 10 µs (125 kB per port) and headroom
+    // for small frames (3.2× in 256 B cells) would need 18.6 MB of headroom: no response
+    // term, as the 100 Gbit/s virtual-time topologies run.
+    let cfg = MmuConfig {
+        response_ps: 0,
+        ..MmuConfig::default()
+    };
+    let m = Mmu::new(&cfg, &ports).expect("mmu");
     assert_eq!(m.ecn_thresholds(0), Some((100_000, 400_000, 0.2)));
     assert_eq!(m.ecn_thresholds(1), Some((25_000, 100_000, 0.2)));
 }
@@ -550,4 +557,69 @@ fn stats_serialize_shape() {
     assert_eq!(s.ports.len(), 2);
     assert!(s.pgs[3].lossless && s.pgs[4].lossless && !s.pgs[0].lossless);
     assert!(m.is_lossless_pg(3) && !m.is_lossless_pg(5));
+}
+
+/// What Eq. (1) budgets, arriving as small frames: after the XOFF, the upstream finishes one
+/// MTU frame and keeps sending for `η − MTU` bytes of line-rate time, here all 60 B frames
+/// (80 B of wire time each, one 256 B cell each), to PG 3. Returns the frames dropped.
+fn small_frames_after_xoff(mode: HeadroomMode, small_packet_percentage: u8) -> u64 {
+    let cfg = MmuConfig {
+        headroom_mode: mode,
+        response_ps: 0,
+        small_packet_percentage,
+        ..MmuConfig::default()
+    };
+    let ports = tomahawk_ports();
+    let mut m = Mmu::new(&cfg, &ports).expect("mmu");
+    let eta = headroom::eta_eq1(G100, US2, 1500);
+    let mut ev = Vec::new();
+    // Nothing drains egress 31: fill port 0's PG 3 (DSH: PGs 3 and 4) with MTU frames until
+    // the pause whose headroom is `η`: SIH's per-PG XOFF; DSH's port-level POFF (Eq. 6), as
+    // a paused queue goes on into the shared segment and only POFF draws on the insurance.
+    let paused = |e: &FcEvent| match mode {
+        HeadroomMode::Dsh => matches!(e, FcEvent::PortXoff { port: 0 }),
+        _ => matches!(e, FcEvent::Xoff { port: 0, .. }),
+    };
+    let pgs = if mode == HeadroomMode::Dsh { 2 } else { 1 };
+    let mut i = 0;
+    while !ev.iter().any(paused) {
+        admitted(m.admit(&pkt(0, 3 + i % pgs, 31, 1500), 0));
+        m.poll_events(&mut ev);
+        i += 1;
+    }
+    let mut drops = 0;
+    let frames = std::iter::once(1500).chain(std::iter::repeat_n(
+        60,
+        ((eta - 1500) / u64::from(60 + headroom::WIRE_OVERHEAD_BYTES)) as usize,
+    ));
+    for len in frames {
+        if let Admission::Dropped(r) = m.admit(&pkt(0, 3, 31, len), 0) {
+            assert!(
+                matches!(
+                    r,
+                    DropReason::HeadroomExhausted | DropReason::InsuranceExhausted
+                ),
+                "{mode:?}: {r:?}"
+            );
+            drops += 1;
+        }
+    }
+    drops
+}
+
+/// Headroom sized in wire bytes (Eq. 1 as the paper, `small_packet_percentage = 0`) loses
+/// small frames in 256 B cells, under SIH and DSH alike; sized for the worst cell occupancy
+/// (the default, 100) it loses none. Found as ACK-sized losses of the lossless class in the
+/// Proteus §V-B leaf-spine.
+#[test]
+fn headroom_of_small_frames_is_lossless_when_sized_in_cells() {
+    for mode in [HeadroomMode::Sih, HeadroomMode::Dsh] {
+        let bytes = small_frames_after_xoff(mode, 0);
+        let cells = small_frames_after_xoff(mode, 100);
+        assert!(
+            bytes > 0,
+            "{mode:?}: a byte-sized headroom held every small frame"
+        );
+        assert_eq!(cells, 0, "{mode:?}: {cells} small frames lost");
+    }
 }
