@@ -10,9 +10,10 @@
 //! * `response_ps = 10 µs`: Xoff is a software switch; a threshold crossing is noticed and a
 //!   received pause obeyed only after a poll/batch period, during which the link keeps
 //!   delivering at line rate. Set it to the worst poll-to-transmit latency you measured.
-//! * `small_packet_percentage = 100`: headroom is sized for line-rate arrivals of the smallest
-//!   frames, each taking a whole cell (SONiC's default for its lossless traffic pattern; see
-//!   [`crate::headroom::eta_cells`]). The paper presets use 0, Eq. (1) in bytes as the paper.
+//! * `small_packet_percentage = 100`: the headroom reservations (SIH headroom, DSH insurance)
+//!   hold line-rate arrivals of the smallest frames, each taking a whole cell (SONiC's default
+//!   for its lossless traffic pattern; see [`crate::headroom::eta_cells`]); DSH's queue
+//!   threshold keeps the paper's `η`. The paper presets use 0, Eq. (1) in bytes as the paper.
 
 use serde::{Deserialize, Serialize};
 

@@ -50,9 +50,11 @@ impl PgState {
 #[derive(Debug, Clone)]
 pub(crate) struct PortState {
     pub params: PortParams,
-    /// `η` of this port in cells (Eq. 1 + response term; `3·C·D` for HPCC).
+    /// `η` of this port in cells (Eq. 1 + response term; `3·C·D` for HPCC), bytes / cell as
+    /// the paper sizes it: DSH's `X_qoff = T − η` (Eq. 5).
     pub eta_cells: u32,
-    /// Static headroom per PG (SIH, HPCC) or insurance per port (DSH), cells.
+    /// Static headroom per PG (SIH, HPCC) or insurance per port (DSH), cells: `η` for
+    /// small frames ([`headroom::eta_cells`]) plus the MTU slack.
     pub hdrm_cap: u32,
     /// DT `α` for this port, 16.16 fixed point (per port because HPCC scales it with rate).
     pub alpha_q16: u64,
@@ -205,12 +207,18 @@ impl Mmu {
                     )
                 }
             };
-            // Eq. (1)'s upstream finishes one MTU frame; HPCC's `3·C·D` is all line-rate time.
+            // `η` as the paper sizes it, in cells: DSH's queue-level threshold `X_qoff = T − η`
+            // (Eq. 5) keeps it, so a paused queue has that much of shared headroom.
+            let eta_cells = to_cells32(eta_formula_bytes + response_bytes);
+            // The reservation, which is what guarantees no loss (SIH's per-PG headroom, DSH's
+            // insurance, HPCC's headroom), holds `η` of line-rate arrivals in cells even when
+            // they are small frames. Eq. (1)'s upstream finishes one MTU frame; HPCC's `3·C·D`
+            // is all line-rate time.
             let one_frame = match mode {
                 HeadroomMode::Sih | HeadroomMode::Dsh => p.mtu,
                 HeadroomMode::Hpcc => 0,
             };
-            let eta_cells = u32::try_from(headroom::eta_cells(
+            let reserve_cells = u32::try_from(headroom::eta_cells(
                 eta_formula_bytes + response_bytes,
                 one_frame,
                 p.mtu,
@@ -222,9 +230,9 @@ impl Mmu {
             let hdrm_cap = match mode {
                 // One MTU of crossing slack: see `ingress` module docs.
                 HeadroomMode::Sih | HeadroomMode::Dsh if cfg.headroom_mtu_slack => {
-                    eta_cells.saturating_add(mtu_cells)
+                    reserve_cells.saturating_add(mtu_cells)
                 }
-                _ => eta_cells,
+                _ => reserve_cells,
             };
             headroom_reserved += match mode {
                 HeadroomMode::Sih => u64::from(n_q) * u64::from(hdrm_cap),
@@ -272,17 +280,17 @@ impl Mmu {
             let what = match mode {
                 HeadroomMode::Sih => format!(
                     "{n_p} ports × {n_q} PGs × (η {} B = {} cells at small_packet_percentage \
-                     {} + MTU slack) = {} B",
+                     {}, with MTU slack) = {} B",
                     states[0].eta_formula_bytes + states[0].response_bytes,
-                    states[0].eta_cells,
+                    states[0].hdrm_cap,
                     cfg.small_packet_percentage,
                     b(headroom_reserved)
                 ),
                 HeadroomMode::Dsh => format!(
                     "{n_p} ports × insurance (η {} B = {} cells at small_packet_percentage \
-                     {} + MTU slack) = {} B",
+                     {}, with MTU slack) = {} B",
                     states[0].eta_formula_bytes + states[0].response_bytes,
-                    states[0].eta_cells,
+                    states[0].hdrm_cap,
                     cfg.small_packet_percentage,
                     b(headroom_reserved)
                 ),

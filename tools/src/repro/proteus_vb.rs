@@ -227,9 +227,9 @@ pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
     // leaves hold their own hosts paused for less time under DRILL than under Proteus: a
     // sender's packets are sprayed over the 8 uplinks, so a paused or loaded uplink holds
     // back an eighth of them at the source leaf, where a flow-level choice holds back the
-    // whole flow. The pause counts are no reason: with headroom in cells DRILL's cells sent
-    // more PFC frames than Proteus's at 0.8 (55 287 vs 31 022, spines 18 698 vs 8 527, full
-    // run) and still had the lower AFCT; the host-side pause time is the measured difference
+    // whole flow. The pause counts are no reason: DRILL's cells sent more PFC frames than
+    // Proteus's at 0.8 (42 003 vs 26 274, spines 11 516 vs 7 197, full run) and still had the
+    // lower AFCT; the host-side pause time is the measured difference
     // that follows the FCTs at every load (a correlate: the mechanism is our reading).
     let drill_why = all(&|per| {
         per[1].reordered > 0
