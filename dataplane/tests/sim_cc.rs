@@ -8,11 +8,11 @@
 //! with the NIC rate and the longest base RTT, here the only one: 2 links). One difference:
 //! `tests/cc.rs` sets a 10 ms RTO, `xoff sim` keeps the default (max(1 ms, 4 × base RTT)).
 //! DCTCP and HPCC never time out (checked), so their figures are `tests/cc.rs`'s to the
-//! digit (50.32/48.37 Gbit/s, queue 18 391 B; 46.89/47.89 Gbit/s, 334 B). DCQCN starts both
-//! flows at line rate and the switch drops ~700 packets (`lossless_overflow`, no PFC) in the
-//! start transient of both runs: `tests/cc.rs` recovers with one timeout per flow at 10 ms,
-//! `xoff sim` with two at 1 and 2 ms (backoff); by the 50-100 ms window both runs measure
-//! the same 49.07/49.34 Gbit/s and mean queue 43 854 B.
+//! digit (50.32/48.37 Gbit/s, queue 18 391 B; 46.89/47.89 Gbit/s, 334 B). DCQCN runs over PFC
+//! in both, as RoCE does, and never times out either: 48.89/49.51 Gbit/s, mean queue
+//! 43 677 B in both. (Without PFC the lossless class overflowed its DSH insurance in the start
+//! transient, ~430-730 drops, and the 50-100 ms window's split hung on how the flows
+//! recovered.)
 //! (Run with `--nocapture` for the figures.)
 
 mod common;
@@ -24,8 +24,9 @@ use std::path::Path;
 const US: u64 = 1_000_000;
 
 /// h1, h2 → rx through one switch at 100 Gbit/s; `ecn` is the buffer's ECN table (TOML
-/// inline), `int` turns INT on; `flows` are `[[flow]]` tables appended verbatim.
-fn topology_text(ecn: &str, int: bool, flows: &str) -> String {
+/// inline), `int` turns INT on, `pfc` PFC on priority 3; `flows` are `[[flow]]` tables
+/// appended verbatim.
+fn topology_text(ecn: &str, int: bool, pfc: bool, flows: &str) -> String {
     let mut t = format!(
         "name = \"simcc\"\n\
          [sim]\nprobe_interval = \"2us\"\n\
@@ -38,6 +39,9 @@ fn topology_text(ecn: &str, int: bool, flows: &str) -> String {
          buffer = {{ buffer_bytes = 4000000, headroom_mode = \"dsh\", response_ps = 0, ecn = {ecn} }}\n\
          int = {int}\n"
     );
+    if pfc {
+        t.push_str("pfc = { enable_mask = 8 }\n");
+    }
     for (i, h) in ["h1", "h2", "rx"].iter().enumerate() {
         t.push_str(&format!(
             "[[host]]\nname = \"{h}\"\nip = \"10.0.0.{}/24\"\n[[link]]\na = \"{h}\"\nb = \"s1:p{}\"\n",
@@ -85,7 +89,12 @@ fn delivered(fab: &Fabric) -> Vec<u64> {
 }
 
 fn run_two_flows(cc: &str, ecn: &str, from: u64, to: u64) -> TwoFlows {
-    let topo = parse(&topology_text(ecn, cc == "hpcc", &two_flows_text(cc)));
+    let topo = parse(&topology_text(
+        ecn,
+        cc == "hpcc",
+        cc == "dcqcn",
+        &two_flows_text(cc),
+    ));
     let mut fab = Fabric::new(&topo, &FabricOptions::default()).unwrap();
     fab.run_until(from);
     let a = delivered(&fab);
@@ -190,7 +199,7 @@ fn sim_cc_flow_completes_and_reports_fct() {
                  [[flow]]\nname = \"f1\"\nsrc = \"h2\"\ndst = \"rx\"\ncc = \"dctcp\"\nsize = \"1MB\"\nstart = \"5us\"\njitter = \"2us\"\n";
     let ecn = "{ k_min_bytes = 20000, k_max_bytes = 20000, p_max = 1.0 }";
     let mut fab = Fabric::new(
-        &parse(&topology_text(ecn, false, flows)),
+        &parse(&topology_text(ecn, false, false, flows)),
         &FabricOptions::default(),
     )
     .unwrap();
@@ -223,7 +232,7 @@ fn sim_cc_flow_completes_and_reports_fct() {
 fn build_err(flows: &str, int: bool) -> String {
     let ecn = "{ enabled = false }";
     match Fabric::new(
-        &parse(&topology_text(ecn, int, flows)),
+        &parse(&topology_text(ecn, int, false, flows)),
         &FabricOptions::default(),
     ) {
         Ok(_) => panic!("built: {flows}"),
@@ -307,7 +316,7 @@ fn sim_cc_config_errors() {
          [[flow]]\nname = \"f1\"\nsrc = \"h2\"\ndst = \"rx\"\ncc = \"hpcc\"\nsize = \"1MB\"\n"
     );
     Fabric::new(
-        &parse(&topology_text("{ enabled = false }", true, &ok)),
+        &parse(&topology_text("{ enabled = false }", true, false, &ok)),
         &FabricOptions::default(),
     )
     .unwrap();
