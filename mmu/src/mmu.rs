@@ -304,7 +304,8 @@ impl Mmu {
                 "headroom_mode",
                 format!(
                     "headroom exceeds the buffer: {what} + private {} B > lossless pool {} B \
-                     ({} B × lossless_share {})",
+                     ({} B × lossless_share {}); lower response_ps or small_packet_percentage, \
+                     or raise buffer_bytes",
                     b(private_reserved),
                     b(lossless_pool),
                     cfg.buffer_bytes,
