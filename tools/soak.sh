@@ -22,8 +22,9 @@ xoff=${XOFF:-target/release/xoff}
 name=soak$$
 work=$(mktemp -d)
 topo=$work/leafspine-pfc.toml
-# leafspine.toml, every switch with an 8 MB DSH buffer and PFC on priority 3.
-sed 's/^defaults = \(.*\)$/defaults = \1\nbuffer = { buffer_bytes = 8000000, lossless_pgs = [3], headroom_mode = "dsh", response_ps = 10000000000 }\npfc = { enable_mask = 8 }/' \
+# leafspine.toml, every switch with an 8 MB DSH buffer and PFC on priority 3, reserving the
+# 10 ms software response term for MTU traffic as chain-pfc.toml does (see there).
+sed 's/^defaults = \(.*\)$/defaults = \1\nbuffer = { buffer_bytes = 8000000, lossless_pgs = [3], headroom_mode = "dsh", response_ps = 10000000000, small_packet_percentage = 0 }\npfc = { enable_mask = 8 }/' \
   deploy/topologies/leafspine.toml > "$topo"
 pids=()
 cleanup() {
