@@ -65,11 +65,30 @@ def main(a):
                 ok += c.push(w)
             n += 128 if secs else 2
         print(f'written {ok} refused {n - ok} seconds {time.monotonic() - t0:.3f}'); return 0
+    if a[1] == 'latency':  # latency PORT QUEUE COUNT [nobell]: write -> applied, the switch idle between
+        import random
+        if a[5:] == ['nobell']:  # a writer that never rings: served by the switch's poll_us alone
+            c.bell = None
+        lat = []
+        for i in range(int(a[4])):
+            time.sleep(random.uniform(0.02, 0.05))  # let an adaptive switch fall asleep
+            before, t0 = c.counters()[0], time.perf_counter()
+            c.push((i % 2 == 0) << 31 | port << 22 | queue << 15)  # pause, resume, pause, ...
+            while c.counters()[0] == before:
+                if time.perf_counter() - t0 > 1.0:
+                    raise SystemExit('the switch applied nothing within 1 s')
+            lat.append((time.perf_counter() - t0) * 1e6)
+        if len(lat) % 2:
+            c.resume(port, queue)
+        lat.sort()
+        pct = lambda p: lat[min(len(lat) - 1, int(p / 100 * len(lat)))]
+        print(f'write->applied us: p50 {pct(50):.0f} p90 {pct(90):.0f} p99 {pct(99):.0f} max {lat[-1]:.0f}'
+              f' n {len(lat)}'); return 0
     done = c.pause(port, queue, int(a[4]) if len(a) > 4 else 0) if a[1] == 'pause' else c.resume(port, queue)
     print('ok' if done else 'refused: ring full'); return 0 if done else 1
 
 if __name__ == '__main__':
     if len(sys.argv) < 3:
         sys.exit('usage: afc.py RING {pause PORT QUEUE [CREDIT] | resume PORT QUEUE | '
-                 'flood PORT QUEUE COUNT|SECONDS.s | counters}')
+                 'flood PORT QUEUE COUNT|SECONDS.s | latency PORT QUEUE COUNT [nobell] | counters}')
     sys.exit(main(sys.argv[1:]))
