@@ -6,4 +6,5 @@
 
 pub mod decision;
 pub mod linerate;
+pub mod reaction;
 pub mod traffic;

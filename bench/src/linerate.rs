@@ -75,10 +75,10 @@ pub struct Report {
     pub idle_cpu_busy: Option<f64>,
 }
 
-const GEN_MAC: &str = "02:58:00:00:00:01";
-const SINK_MAC: &str = "02:58:00:00:00:02";
+pub(crate) const GEN_MAC: &str = "02:58:00:00:00:01";
+pub(crate) const SINK_MAC: &str = "02:58:00:00:00:02";
 
-fn sh(args: &[&str]) -> Result<String> {
+pub(crate) fn sh(args: &[&str]) -> Result<String> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())
@@ -192,7 +192,7 @@ fn foreign_load() -> String {
         .join(", ")
 }
 
-struct Net {
+pub(crate) struct Net {
     prefix: String,
 }
 
@@ -208,7 +208,7 @@ impl Net {
         sh(&v)
     }
 
-    fn up(prefix: &str) -> Result<Net> {
+    pub(crate) fn up(prefix: &str) -> Result<Net> {
         let net = Net {
             prefix: prefix.to_string(),
         };
@@ -318,7 +318,13 @@ b = "dut:d2"
     )
 }
 
-fn spawn_in(net: &Net, node: &str, core: &str, args: &[&str], log: &Path) -> Result<Child> {
+pub(crate) fn spawn_in(
+    net: &Net,
+    node: &str,
+    core: &str,
+    args: &[&str],
+    log: &Path,
+) -> Result<Child> {
     let f = std::fs::File::create(log)?;
     Command::new("taskset")
         .args(["-c", core, "ip", "netns", "exec", &net.ns(node)])
@@ -332,7 +338,7 @@ fn spawn_in(net: &Net, node: &str, core: &str, args: &[&str], log: &Path) -> Res
 
 /// The DUT core: every peer's forwarding thread runs here, never on the generator's core
 /// (`GEN_CORE`), as each peer's own documentation recommends (one dedicated core per PMD).
-const DUT_CORE: &str = "0";
+pub(crate) const DUT_CORE: &str = "0";
 const GEN_CORE: &str = "1";
 
 /// `taskset -c CORE ip netns exec NS ARGS...` as one line, for the record.
@@ -465,7 +471,7 @@ fn which(b: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn tail(p: &Path) -> String {
+pub(crate) fn tail(p: &Path) -> String {
     let s = std::fs::read_to_string(p).unwrap_or_default();
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(5)..].join(" | ")
@@ -648,7 +654,7 @@ fn xoff_run_args(xoff: &str, cfg: &Path, sock: &Path, extra: &[&str]) -> Vec<Str
 }
 
 /// Starts `xoff run` for the DUT on the DUT core and waits until its control socket answers.
-fn spawn_xoff_run(
+pub(crate) fn spawn_xoff_run(
     net: &Net,
     xoff: &str,
     cfg: &Path,
@@ -671,7 +677,7 @@ fn spawn_xoff_run(
 }
 
 /// Starts the generator in `gen` on core 1: `size` B frames for `dur` seconds.
-fn spawn_gen(
+pub(crate) fn spawn_gen(
     net: &Net,
     xoff: &str,
     size: &str,

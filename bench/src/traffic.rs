@@ -33,6 +33,9 @@ pub struct GenOpts {
     pub stamp: bool,
     /// DSCP of the packets.
     pub dscp: u8,
+    /// Send in bursts: this many frames (at `rate_pps` or as fast as possible), then nothing
+    /// for the gap, again and again (`xoff bench reaction`: one PFC pause per burst).
+    pub burst: Option<(u64, Duration)>,
 }
 
 fn template(o: &GenOpts) -> Vec<u8> {
@@ -75,11 +78,21 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
     let mut sent = 0u64;
     let mut batch: Vec<(FrameId, u32)> = Vec::with_capacity(64);
     let mut comp = Vec::with_capacity(2048);
+    let mut rested = false;
     while start.elapsed() < o.duration && !stop.load(Ordering::Relaxed) {
         comp.clear();
         port.completions(&mut comp);
         free.extend_from_slice(&comp);
         let mut n = free.len().min(64);
+        if let Some((size, gap)) = o.burst {
+            let left = size - sent % size;
+            if left == size && sent > 0 && !std::mem::take(&mut rested) {
+                std::thread::sleep(gap);
+                rested = true;
+                continue;
+            }
+            n = n.min(left as usize);
+        }
         if let Some(r) = o.rate_pps {
             let due = (start.elapsed().as_secs_f64() * r) as u64;
             n = n.min(due.saturating_sub(sent) as usize);
@@ -110,6 +123,7 @@ pub fn generate(o: &GenOpts, stop: &AtomicBool) -> io::Result<u64> {
         }
         let k = port.tx_burst(&batch);
         sent += k as u64;
+        rested = false;
         free.extend(batch[k..].iter().map(|&(f, _)| f));
     }
     Ok(sent)

@@ -21,6 +21,7 @@ pub mod pipeline;
 #[allow(unsafe_code)]
 pub mod port;
 pub mod queue;
+pub mod reaction;
 pub mod rng;
 pub mod runtime;
 pub mod scheme;

@@ -72,6 +72,8 @@ pub struct WorkerCounters {
     /// Packets and control frames passed to another worker's mailbox, and taken from its own.
     pub handoffs_out: Counter,
     pub handoffs_in: Counter,
+    /// Reaction times of the PFC XOFF frames this worker sent (`crate::reaction`).
+    pub reaction: crate::reaction::ReactionHist,
 }
 
 /// The AF_XDP side of one port.
@@ -92,6 +94,8 @@ pub struct NicCounters {
     pub ports: Vec<PortNic>,
     pub workers: Vec<WorkerCounters>,
     pub open: crate::port::xsk::OpenReport,
+    /// The ports stamp frames in the kernel (`xoff run --reaction`).
+    pub stamping: bool,
 }
 
 impl NicCounters {
@@ -140,6 +144,9 @@ impl NicCounters {
                     handoffs_in: w.handoffs_in.get(),
                 })
                 .collect(),
+            reaction: self.stamping.then(|| {
+                crate::reaction::ReactionHist::snapshot(self.workers.iter().map(|w| &w.reaction))
+            }),
         }
     }
 }
@@ -156,6 +163,10 @@ pub struct NicSnapshot {
     pub hugepage_fallback: Option<String>,
     pub ports: Vec<NicPortSnapshot>,
     pub workers: Vec<WorkerSnapshot>,
+    /// Reaction time, from a frame's arrival in the kernel to the PFC XOFF it triggered on a
+    /// TX ring, when the switch measures it (`xoff run --reaction`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaction: Option<crate::reaction::ReactionSnapshot>,
 }
 
 /// One port's sockets.
@@ -247,6 +258,7 @@ mod tests {
                 hugepages: false,
                 hugepage_fallback: None,
             },
+            stamping: false,
         };
         nic.workers[1].rx_pkts.add(7);
         let s = nic.snapshot(&["p1".to_string()]);

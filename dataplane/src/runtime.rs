@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub umem_frames: Option<u32>,
     /// Shared-memory AFC command ring for external controllers, drained by worker 0.
     pub afc: Option<Arc<crate::port::shm::AfcShm>>,
+    /// Stamp frames in the kernel and histogram the reaction time (`crate::reaction`).
+    pub reaction: bool,
 }
 
 impl Default for RunOptions {
@@ -59,6 +61,7 @@ impl Default for RunOptions {
             xdp_mode: None,
             umem_frames: None,
             afc: None,
+            reaction: false,
         }
     }
 }
@@ -346,6 +349,7 @@ pub fn start(
             iface: p.iface.clone(),
             queues: p.queues_rx,
             bind: p.xdp_bind,
+            stamp: opts.reaction,
         })
         .collect();
     let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
@@ -387,6 +391,7 @@ pub fn start(
             .collect(),
         workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
         open,
+        stamping: opts.reaction,
     });
     let shared = SwitchShared::new(spec);
     let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
@@ -515,8 +520,17 @@ impl Worker {
                     let frames = rx.iter().map(|&(f, len)| frame_bytes(mem, f, len));
                     t.on_rx(frames, c.rx_pkts.get(), c.tx_pkts.get());
                 }
-                for &(f, len) in &rx {
-                    self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
+                let stamps = port.rx_stamps();
+                if stamps.is_empty() {
+                    for &(f, len) in &rx {
+                        self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
+                    }
+                } else {
+                    for (&(f, len), &t) in rx.iter().zip(stamps) {
+                        self.sw.rx_stamp_ns = t;
+                        self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
+                    }
+                    self.sw.rx_stamp_ns = 0;
                 }
                 if got > 0 && !s.tx {
                     // A pause or resume read here changes the shared AFC registers of a port
@@ -563,6 +577,15 @@ impl Worker {
                         c.tx_bytes.add(bytes);
                         wc.tx_pkts.add(k as u64);
                         wc.tx_bytes.add(bytes);
+                        if !self.sw.reactions.is_empty() {
+                            let on_ring = crate::port::sys::monotonic_ns();
+                            let r = &mut self.sw.reactions;
+                            for &(f, _) in &pend[..k] {
+                                if let Some(i) = r.iter().position(|&(g, _)| g == f) {
+                                    wc.reaction.record(on_ring.saturating_sub(r.remove(i).1));
+                                }
+                            }
+                        }
                         pend.drain(..k);
                         work += k;
                     }

@@ -146,6 +146,12 @@ pub struct Switch {
     pub(crate) mmu_events: u64,
     pub(crate) fc_events: Vec<mmu::FcEvent>,
     pub(crate) ctl_frames: Vec<(usize, ControlFrame)>,
+    /// Kernel arrival time (ns) of the frame being received, 0 if unknown; the runtime sets
+    /// it around `receive` when its ports stamp frames (`crate::reaction`).
+    pub rx_stamp_ns: u64,
+    /// PFC XOFF frames a stamped frame triggered on this pipe's ports, with that stamp, until
+    /// the runtime puts them on a TX ring and records the reaction time.
+    pub reactions: Vec<(FrameId, u64)>,
     /// Frames may still wait in this pipe's receive rings (a burst came back full): a queue
     /// found empty is then not idle, only not yet refilled (see [`Switch::set_rx_backlog`]).
     pub(crate) rx_backlog: bool,
@@ -240,6 +246,8 @@ impl Switch {
             mmu_events: 0,
             fc_events: Vec::new(),
             ctl_frames: Vec::new(),
+            rx_stamp_ns: 0,
+            reactions: Vec::new(),
             rx_backlog: false,
             shared,
         })

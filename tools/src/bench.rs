@@ -30,6 +30,17 @@ pub enum BenchCmd {
         #[arg(long)]
         no_record: bool,
     },
+    /// The switch's reaction time on real frames (a frame crossing a PFC threshold → its
+    /// XOFF on the TX ring), busy and adaptive polling, DUT core idle and shared with a hog;
+    /// prints the percentiles and the `response_ps` they support.
+    #[command(after_help = "Example:\n  xoff bench reaction --duration 10")]
+    Reaction {
+        #[arg(long)]
+        json: bool,
+        /// Seconds of bursts per case.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+    },
     /// AF_XDP traffic generator (used by line-rate).
     #[command(
         after_help = "Example:\n  ip netns exec gen xoff bench gen --iface veth0 --src-mac 02:00:00:00:00:01 --dst-mac 02:00:00:00:00:02 --size 64 --duration 4\n  (xoff bench line-rate runs it for you)"
@@ -57,6 +68,11 @@ pub enum BenchCmd {
         stamp: bool,
         #[arg(long, default_value_t = 0)]
         dscp: u8,
+        /// Send bursts of this many frames, `--gap-us` apart.
+        #[arg(long)]
+        burst: Option<u64>,
+        #[arg(long, default_value_t = 5000)]
+        gap_us: u64,
     },
     /// The bare two-port AF_XDP forwarder: the ceiling for a user-space switch here.
     Fwd {
@@ -130,6 +146,18 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
             }
             Ok(0)
         }
+        BenchCmd::Reaction { json, duration } => {
+            let cases = bench::reaction::run(&bench::reaction::Opts {
+                xoff: std::env::current_exe()?,
+                duration,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&cases)?);
+            } else {
+                print!("{}", bench::reaction::table(&cases));
+            }
+            Ok(0)
+        }
         BenchCmd::Gen {
             iface,
             src_mac,
@@ -141,6 +169,8 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
             duration,
             stamp,
             dscp,
+            burst,
+            gap_us,
         } => {
             let stop = stop_flag()?;
             let o = bench::traffic::GenOpts {
@@ -154,6 +184,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
                 duration: Duration::from_secs_f64(duration),
                 stamp,
                 dscp,
+                burst: burst.map(|n| (n.max(1), Duration::from_micros(gap_us))),
             };
             let sent = bench::traffic::generate(&o, &stop)?;
             println!("sent {sent}");

@@ -718,6 +718,7 @@ mod tests {
                         })
                         .collect(),
                 }],
+                reaction: None,
                 workers: vec![WorkerSnapshot {
                     worker: 1,
                     rx_pkts: 11,

@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// testbed that is the switch's own namespace).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Measure the reaction time: the XDP program stamps each frame's arrival, and
+    /// `xoff ctl stats --json` shows `nic.reaction`, the time from the frame that crossed a
+    /// PFC threshold to its XOFF on the TX ring (costs a tail adjustment per frame).
+    #[arg(long)]
+    reaction: bool,
 }
 
 /// Lanes (concurrent controller processes) of the AFC ring.
@@ -114,6 +119,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         xdp_mode,
         umem_frames: None,
         afc: afc.clone(),
+        reaction: a.reaction,
     };
     let ports: Vec<(String, u64, u64)> = spec
         .ports

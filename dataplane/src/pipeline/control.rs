@@ -5,9 +5,18 @@
 use super::{Handoff, Outputs};
 use crate::buffer::BufReq;
 use crate::frame::{FrameId, FrameMem, Pkt};
+use crate::scheme::ControlFrame;
 use crate::stats::DropReason;
 use crate::switch::Switch;
 use std::sync::atomic::Ordering;
+
+/// A PFC frame that pauses some class: the reaction `crate::reaction` times.
+fn is_xoff(cf: &ControlFrame) -> bool {
+    match cf {
+        ControlFrame::Pfc(r) => (0..8).any(|c| r.class_enable >> c & 1 == 1 && r.quanta[c] > 0),
+        _ => false,
+    }
+}
 
 impl Switch {
     /// Moves the MMU's flow-control events into the schemes and sends the control frames
@@ -34,6 +43,13 @@ impl Switch {
                 continue;
             };
             let len = mem.with_mut(f, |d| cf.emit(d)) as u32;
+            if self.rx_stamp_ns != 0 && is_xoff(&cf) && self.owns(port) {
+                // Bounded: frames that never reach a TX ring (port down) age out.
+                if self.reactions.len() >= 256 {
+                    self.reactions.remove(0);
+                }
+                self.reactions.push((f, self.rx_stamp_ns));
+            }
             self.queue_control(port as u16, f, len, now, out);
         }
         self.ctl_frames = frames;

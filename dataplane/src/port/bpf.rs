@@ -86,17 +86,63 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     b
 }
 
-/// The redirect program, as bytes, for an XSKMAP with file descriptor `map_fd`.
-pub fn redirect_program(map_fd: RawFd) -> Vec<u8> {
-    [
+const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
+const BPF_FUNC_XDP_GET_BUFF_LEN: i32 = 188;
+
+/// Bytes the stamping program appends to a frame: the arrival time (CLOCK_MONOTONIC ns,
+/// `bpf_ktime_get_ns`) and the attachment's 64-bit tag, both in native byte order.
+pub const STAMP_TRAILER: usize = 16;
+
+/// The redirect program, as bytes, for an XSKMAP with file descriptor `map_fd`. With `stamp`
+/// = `Some(tag)` it first appends [`STAMP_TRAILER`] bytes to the frame, its arrival time and
+/// `tag` (`bpf_xdp_adjust_tail`, so the frame stays where copy mode puts it, 256 B into its
+/// chunk; metadata in front would move it): the RX-ring wait is part of a switch's reaction
+/// time, and only the kernel sees a frame arrive. A frame without tailroom goes unstamped,
+/// which the missing tag tells; a random tag per attachment keeps a frame that happens to end
+/// in it from being mistaken for a stamped one.
+pub fn redirect_program(map_fd: RawFd, stamp: Option<u64>) -> Vec<u8> {
+    let mut p = Vec::new();
+    if let Some(tag) = stamp {
+        let t = tag.to_ne_bytes();
+        let (lo, hi) = (
+            i32::from_ne_bytes([t[0], t[1], t[2], t[3]]),
+            i32::from_ne_bytes([t[4], t[5], t[6], t[7]]),
+        );
+        p.extend([
+            insn(0xbf, 6, 1, 0, 0),                         // r6 = ctx
+            insn(0xb7, 2, 0, 0, STAMP_TRAILER as i32),      // r2 = 16
+            insn(0x85, 0, 0, 0, BPF_FUNC_XDP_ADJUST_TAIL),  // r0 = bpf_xdp_adjust_tail(r1, r2)
+            insn(0x55, 0, 0, 17, 0),                        // if r0 != 0 goto redirect
+            insn(0xbf, 1, 6, 0, 0),                         // r1 = ctx
+            insn(0x85, 0, 0, 0, BPF_FUNC_XDP_GET_BUFF_LEN), // r0 = frame length (scalar)
+            insn(0xbf, 7, 0, 0, 0),                         // r7 = r0
+            insn(0x85, 0, 0, 0, BPF_FUNC_KTIME_GET_NS),     // r0 = now (ns)
+            insn(0xbf, 8, 0, 0, 0),                         // r8 = r0
+            insn(0x61, 2, 6, 0, 0),                         // r2 = ctx->data
+            insn(0x61, 3, 6, 4, 0),                         // r3 = ctx->data_end
+            insn(0x07, 7, 0, 0, -(STAMP_TRAILER as i32)),   // r7 -= 16
+            insn(0x57, 7, 0, 0, 0x3fff),                    // r7 &= 0x3fff (bounded offset)
+            insn(0x0f, 2, 7, 0, 0),                         // r2 += r7 (trailer)
+            insn(0xbf, 4, 2, 0, 0),                         // r4 = r2
+            insn(0x07, 4, 0, 0, STAMP_TRAILER as i32),      // r4 += 16
+            insn(0x2d, 4, 3, 4, 0),                         // if r4 > r3 goto redirect
+            insn(0x7b, 2, 8, 0, 0),                         // *(u64 *)(r2 + 0) = r8
+            insn(0x18, 1, 0, 0, lo),                        // r1 = tag (ld_imm64, 1/2)
+            insn(0, 0, 0, 0, hi),                           //          (ld_imm64, 2/2)
+            insn(0x7b, 2, 1, 8, 0),                         // *(u64 *)(r2 + 8) = r1
+            insn(0xbf, 1, 6, 0, 0),                         // redirect: r1 = ctx
+        ]);
+    }
+    p.extend([
         insn(0x61, 2, 1, 16, 0),                     // r2 = ctx->rx_queue_index
         insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = &xskmap (ld_imm64, 1/2)
         insn(0, 0, 0, 0, 0),                         //               (ld_imm64, 2/2)
         insn(0xb7, 3, 0, 0, XDP_PASS),               // r3 = XDP_PASS (action if no socket)
         insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),  // r0 = bpf_redirect_map(r1, r2, r3)
         insn(0x95, 0, 0, 0, 0),                      // return r0
-    ]
-    .concat()
+    ]);
+    p.concat()
 }
 
 /// An XDP program attached to one interface, redirecting to the sockets in its XSKMAP.
@@ -112,7 +158,12 @@ pub struct XdpAttachment {
 impl XdpAttachment {
     /// Loads the program and attaches it to `ifindex`, natively if the driver allows, else
     /// in generic mode (or only in `force` mode if given).
-    pub fn attach(ifindex: u32, queues: u32, force: Option<XdpMode>) -> io::Result<Self> {
+    pub fn attach(
+        ifindex: u32,
+        queues: u32,
+        force: Option<XdpMode>,
+        stamp: Option<u64>,
+    ) -> io::Result<Self> {
         let map = owned(bpf(
             BPF_MAP_CREATE,
             Attr::new()
@@ -121,7 +172,7 @@ impl XdpAttachment {
                 .u32(8, 4)
                 .u32(12, queues.max(1)),
         )?);
-        let prog = load_xdp(&redirect_program(map.as_raw_fd()), b"xoff_rx\0")?;
+        let prog = load_xdp(&redirect_program(map.as_raw_fd(), stamp), b"xoff_rx\0")?;
         let modes: &[XdpMode] = match force {
             Some(m) => &[m][..],
             None => &[XdpMode::Native, XdpMode::Generic][..],
@@ -271,11 +322,32 @@ mod tests {
 
     #[test]
     fn program_is_six_instructions_with_map_fd() {
-        let p = redirect_program(7);
+        let p = redirect_program(7, None);
         assert_eq!(p.len(), 6 * 8);
         assert_eq!(p[8], 0x18);
         assert_eq!(p[9], 0x11); // src = pseudo map fd, dst = r1
         assert_eq!(i32::from_ne_bytes([p[12], p[13], p[14], p[15]]), 7);
         assert_eq!(p[40], 0x95);
+    }
+
+    /// The stamping program's two exits from the stamp path land on the redirect's first
+    /// instruction (`r1 = ctx`), and it writes the tag it was given.
+    #[test]
+    fn stamping_program_jumps_to_the_redirect_and_carries_its_tag() {
+        let p = redirect_program(7, Some(0x1122_3344_5566_7788));
+        let insns: Vec<&[u8]> = p.chunks(8).collect();
+        assert_eq!(insns.len(), 22 + 6);
+        let redirect = 21;
+        assert_eq!((insns[redirect][0], insns[redirect][1]), (0xbf, 0x61)); // r1 = r6
+        for (i, ins) in insns.iter().enumerate() {
+            if matches!(ins[0], 0x55 | 0x2d) {
+                let off = i16::from_ne_bytes([ins[2], ins[3]]) as isize;
+                assert_eq!(i as isize + 1 + off, redirect as isize, "jump at {i}");
+            }
+        }
+        let lo = u32::from_ne_bytes(insns[18][4..8].try_into().unwrap());
+        let hi = u32::from_ne_bytes(insns[19][4..8].try_into().unwrap());
+        assert_eq!((u64::from(hi) << 32) | u64::from(lo), 0x1122_3344_5566_7788);
+        assert_eq!(&p[redirect * 8 + 8..], &redirect_program(7, None)[..]);
     }
 }

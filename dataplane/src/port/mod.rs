@@ -19,6 +19,11 @@ use std::collections::VecDeque;
 pub trait PortIo {
     /// Appends up to `max` received frames (frame, length) to `out`; returns how many.
     fn rx_burst(&mut self, out: &mut Vec<(FrameId, u32)>, max: usize) -> usize;
+    /// Kernel arrival times (CLOCK_MONOTONIC ns; 0 = not stamped) of the frames the last
+    /// `rx_burst` returned, in order; empty when the port does not stamp.
+    fn rx_stamps(&self) -> &[u64] {
+        &[]
+    }
     /// Offers frames for transmission, front first; returns how many were accepted.
     fn tx_burst(&mut self, frames: &[(FrameId, u32)]) -> usize;
     /// Appends frames whose transmission completed (now free) to `out`.

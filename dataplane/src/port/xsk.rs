@@ -174,6 +174,10 @@ pub struct XskPort {
     _xdp: Arc<XdpAttachment>,
     last_check: Instant,
     alive: bool,
+    /// The tag the XDP program writes after each stamp, when it stamps.
+    stamp_tag: Option<u64>,
+    /// Arrival times (CLOCK_MONOTONIC ns, 0 = unstamped) of the last `rx_burst`'s frames.
+    stamps: Vec<u64>,
 }
 
 // SAFETY: the rings are used only by the thread that owns this port; the UMEM handle is shared
@@ -262,6 +266,7 @@ pub fn open_ports(
             iface: i.clone(),
             queues: 1,
             bind: XdpBind::Copy,
+            stamp: false,
         })
         .collect();
     let (ports, mem, _) = open_queues(&want, frames, mode, false)?;
@@ -275,6 +280,9 @@ pub struct PortOpen {
     /// RX queues 0..queues, one socket each.
     pub queues: u32,
     pub bind: XdpBind,
+    /// Stamp every frame's arrival in the kernel (`bpf::redirect_program`), for the
+    /// reaction-time histogram.
+    pub stamp: bool,
 }
 
 /// How the shared UMEM and its sockets came up, and why not as asked.
@@ -428,13 +436,20 @@ fn open_on(
             .build();
         // One program and XSKMAP per interface: it redirects each frame to the socket of the
         // RX queue it arrived on (`bpf::redirect_program`).
+        // A random tag per attachment (std's per-process hash keys are random).
+        let stamp_tag = want.stamp.then(|| {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(idx);
+            h.finish() | 1
+        });
         let xdp = Arc::new(
-            XdpAttachment::attach(idx, super::bpf::MAX_RX_QUEUES, mode).map_err(|err| {
-                XskError::Attach {
+            XdpAttachment::attach(idx, super::bpf::MAX_RX_QUEUES, mode, stamp_tag).map_err(
+                |err| XskError::Attach {
                     iface: iface.clone(),
                     err,
-                }
-            })?,
+                },
+            )?,
         );
         let mut socks = Vec::new();
         for queue in 0..want.queues.max(1) {
@@ -479,6 +494,8 @@ fn open_on(
                 _xdp: xdp.clone(),
                 last_check: Instant::now(),
                 alive: true,
+                stamp_tag,
+                stamps: Vec::new(),
             };
             let mut free = std::mem::take(&mut mem.free);
             p.refill(&mut free);
@@ -505,11 +522,38 @@ impl PortIo for XskPort {
         // SAFETY: descriptors come from this port's RX ring on the shared UMEM; the frames
         // they name are handed to the caller, who now owns them.
         let got = unsafe { self.rx.consume(&mut self.buf[..n]) };
+        let Some(tag) = self.stamp_tag else {
+            for d in &self.buf[..got] {
+                out.push((UmemMem::id_of(d.addr()), d.lengths().data() as u32));
+            }
+            self.in_fill -= got;
+            return got;
+        };
+        self.stamps.clear();
+        const T: usize = super::bpf::STAMP_TRAILER;
         for d in &self.buf[..got] {
-            out.push((UmemMem::id_of(d.addr()), d.lengths().data() as u32));
+            let len = d.lengths().data();
+            // SAFETY: `d` came from this port's RX ring, so the kernel has finished writing
+            // its `len` bytes and the chunk is ours now.
+            let data = unsafe { self.umem.data(d) };
+            let b = data.contents();
+            let trailer = (len >= T).then(|| &b[len - T..len]);
+            let stamp = match trailer {
+                Some(t) if t[8..] == tag.to_ne_bytes() => {
+                    u64::from_ne_bytes(t[..8].try_into().expect("8 bytes"))
+                }
+                _ => 0,
+            };
+            let len = if stamp != 0 { len - T } else { len };
+            self.stamps.push(stamp);
+            out.push((UmemMem::id_of(d.addr()), len as u32));
         }
         self.in_fill -= got;
         got
+    }
+
+    fn rx_stamps(&self) -> &[u64] {
+        &self.stamps
     }
 
     fn tx_burst(&mut self, frames: &[(FrameId, u32)]) -> usize {
