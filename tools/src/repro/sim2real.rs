@@ -275,7 +275,7 @@ fn delayed_topology(path: &Path, late: &BTreeMap<String, u64>) -> Result<String>
                     .iter_mut()
                     .filter_map(|p| p.as_table_mut())
                     .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(up))
-                    .with_context(|| format!("{peer}"))?;
+                    .with_context(|| format!("{peer}: no such port"))?;
                 port.insert(
                     "delay".into(),
                     toml::Value::String(format!("{}ns", (base + ps) / 1000)),
