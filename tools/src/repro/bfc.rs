@@ -316,16 +316,24 @@ fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<
         Row::new(
             "§6.2.2 Fig. 9",
             &format!(
-                "short-flow (≤ 10 KB) p99 FCT slowdown with incast, no flow control / PFC \
+                "short-flow (≤ 10 KB) p99 FCT slowdown with incast, no flow control / BFC \
                  ({:.2} / {:.2})",
-                r.none, r.pfc
+                r.none, r.bfc
             ),
             "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
-            r.none / r.pfc,
+            r.none / r.bfc,
             "x",
         )
         .check(Check::AtLeast(1.0))
-        .note(why),
+        // The paper orders BFC against the rest, not PFC against no flow control (its Fig. 9
+        // has no run without flow control). With incast, PFC's pauses spread to victim short
+        // flows and can cost them more than the drops do: `--quick` measured PFC at 1.04x
+        // no flow control's tail. An earlier version of this row asserted none ≥ PFC, which
+        // the paper does not state; it broke on that run.
+        .note(format!(
+            "{why}; PFC / no flow control {:.2} (the paper states no such ordering)",
+            r.pfc / r.none
+        )),
         Row::holds(
             "§6.2.2 Fig. 9",
             "PFC paused with incast (the incasts reached their receivers' ports)",
