@@ -1,9 +1,10 @@
-//! The experiment runner: the real-frame 8:1 incast (root) and the virtual-time WebSearch runs
-//! (PFC on one switch; BFC vs PFC on the paper-scale leaf-spine, shortened).
+//! The experiment runner: the virtual-time WebSearch runs (PFC on one switch; BFC vs PFC on
+//! the paper-scale leaf-spine, shortened). The real-frame 8:1 incast (root) runs as the real
+//! half of `xoff repro sim2real` (`tools/tests/repro.rs`).
 
 mod common;
 
-use common::{repo, require_root, serial, xoff};
+use common::{repo, serial, xoff};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -91,112 +92,6 @@ fn series(c: &Value, k: &str) -> Vec<f64> {
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default()
-}
-
-/// Diagnostics of a real-frame cell: each sender's per-flow timer record from its host JSON
-/// (`<cell dir>/<host>.json`), so a spurious timeout shows how long the timer ran, against
-/// which RTO, and how long it was frozen by pauses.
-fn print_senders(c: &Value) {
-    let Ok(rd) = std::fs::read_dir(c["dir"].as_str().unwrap_or("")) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    let ms = |f: &Value, k: &str| n(f, k) as f64 / 1e9;
-    for p in paths
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-    {
-        let Some(h) = std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        else {
-            continue;
-        };
-        for f in h["tx"].as_array().into_iter().flatten() {
-            eprintln!(
-                "  {} flow {}: timeouts {} retx {} max_rtt {:.1} ms max_stall {:.1} ms \
-                 srtt {:.1} ms rto {:.1} ms max_rto {:.1} ms paused {:.1} ms",
-                h["host"].as_str().unwrap_or("?"),
-                n(f, "id"),
-                n(f, "timeouts"),
-                n(f, "retx"),
-                ms(f, "max_rtt_ps"),
-                ms(f, "max_stall_ps"),
-                ms(f, "srtt_ps"),
-                ms(f, "rto_ps"),
-                ms(f, "max_rto_ps"),
-                ms(f, "paused_ps"),
-            );
-        }
-    }
-}
-
-/// PFC cells: every flow completes with zero loss by the receivers' sequence check and zero
-/// XDP_STATISTICS drops (switch ports and host sockets), and no switch drops. The cell without
-/// flow control loses packets.
-#[test]
-fn incast_pfc_is_lossless_and_no_flow_control_is_not() {
-    let _g = serial();
-    require_root();
-    let (v, out) = run("deploy/experiments/incast-pfc.toml", "ei");
-    let cells = v["cells"].as_array().expect("cells");
-    assert_eq!(cells.len(), 4, "{v}");
-    for c in cells {
-        let scheme = c["params"]["scheme"].as_str().unwrap_or("");
-        let s = &c["summary"];
-        let drops: u64 = c["switch_drops"]
-            .as_object()
-            .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
-        eprintln!(
-            "{}: flows {} done {} rx_lost {} xdp_lost {} drops {drops} pauses {} retx {}",
-            c["cell"],
-            n(s, "flows"),
-            n(s, "completed"),
-            n(c, "receiver_lost"),
-            n(c, "xdp_lost"),
-            n(c, "pfc_pause_frames"),
-            n(s, "retx")
-        );
-        print_senders(c);
-        // The switches' lossless audit (taken after the hosts stopped) balances in every
-        // cell and agrees with the independent counters: what it calls lost is what the
-        // switches dropped plus what the AF_XDP rings dropped.
-        let a = &c["audit"];
-        eprintln!("  audit: {a}");
-        assert!(
-            a["unbalanced"].as_array().is_some_and(|u| u.is_empty()),
-            "audit does not balance: {c}"
-        );
-        assert_eq!(n(a, "lost"), drops + n(c, "xdp_lost"), "{c}");
-        assert_eq!(
-            a["lossless_claimed"].as_bool(),
-            Some(scheme == "pfc"),
-            "{c}"
-        );
-        assert_eq!(n(s, "flows"), 8, "{c}");
-        assert!(
-            c["hosts_incomplete"]
-                .as_array()
-                .is_some_and(|a| a.is_empty()),
-            "{c}"
-        );
-        if scheme == "pfc" {
-            assert_eq!(n(s, "completed"), 8, "{c}");
-            assert_eq!(n(c, "receiver_lost"), 0, "{c}");
-            assert_eq!(n(c, "xdp_lost"), 0, "{c}");
-            assert_eq!(drops, 0, "{c}");
-            assert_eq!(n(s, "retx"), 0, "{c}");
-            assert!(n(c, "pfc_pause_frames") > 0, "PFC never paused: {c}");
-            assert_eq!(n(a, "lossless_lost"), 0, "{c}");
-        } else {
-            assert!(
-                n(c, "receiver_lost") > 0 && drops > 0,
-                "no loss without PFC: {c}"
-            );
-        }
-    }
-    let _ = std::fs::remove_dir_all(out);
 }
 
 /// Virtual time: the WebSearch experiment runs every cell, completes every flow and is

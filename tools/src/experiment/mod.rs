@@ -64,6 +64,7 @@ pub use spec::Mode;
 
 use anyhow::{anyhow, Context, Result};
 use dataplane::config::Topology;
+use dataplane::host::report::FlowResult;
 use plan::{
     cell_cc, cell_dir_name, cell_load, cell_queues, patch_topology, CellSetup, CellSpec, Plan,
 };
@@ -247,6 +248,16 @@ pub fn run_file_with(
     out: Option<PathBuf>,
     opts: &RunOpts,
 ) -> Result<(ExperimentResult, PathBuf)> {
+    let (res, out, _) = run_file_flows(file, out, opts)?;
+    Ok((res, out))
+}
+
+/// [`run_file_with`], also returning every cell's flows (in the order of `cells`).
+pub fn run_file_flows(
+    file: &Path,
+    out: Option<PathBuf>,
+    opts: &RunOpts,
+) -> Result<(ExperimentResult, PathBuf, Vec<Vec<FlowResult>>)> {
     let p = plan::plan(file, opts.duration, opts.seeds)?;
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&p.exp.name));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -291,8 +302,9 @@ pub fn run_file_with(
         None => None,
         Some(s) => Some(shard::record(s, &p, &mine, &ran)?),
     };
+    let flows = ran.iter().map(|c| c.1.clone()).collect();
     let res = report::finish(&out, &p.exp.name, p.exp.mode, ran, shard)?;
-    Ok((res, out))
+    Ok((res, out, flows))
 }
 
 /// The progress bar on stderr: `k` of `total` cells done, the last one `label`.

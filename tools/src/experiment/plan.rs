@@ -85,6 +85,13 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
     if exp.seeds.is_empty() {
         bail!("{fname}: seeds: give at least one seed");
     }
+    match exp.host.ack_prio {
+        Some(_) if exp.mode == Mode::Real => {
+            bail!("{fname}: host.ack_prio: virtual time only (`xoff host` acks in the flow's priority)")
+        }
+        Some(p) if p > 7 => bail!("{fname}: host.ack_prio: {p}: a priority is 0..=7"),
+        _ => {}
+    }
     let mut cells = Vec::new();
     for params in cells_of(&exp.matrix)
         .into_iter()
@@ -275,6 +282,21 @@ pub(super) fn patch_topology(
                 t.remove("pfc");
                 t.remove("watchdog");
                 t.insert("scheme".into(), toml::Value::String(s.into()));
+                if s.starts_with("bfc") {
+                    // BFC's switch is a plain shared buffer that drops only when full (BFC
+                    // §6.2.1: "the shared buffer memory model"; "BFC never incurred drops
+                    // except under a 2000-to-1 incast"). With PFC gone, the lossless class's
+                    // dynamic ingress threshold (there to raise XOFF) would only drop: share
+                    // the buffer completely instead (α at its maximum).
+                    if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
+                        let mut a = toml::Table::new();
+                        a.insert(
+                            "fraction".into(),
+                            toml::Value::Float(mmu::config::Alpha::MAX_FRACTION),
+                        );
+                        b.insert("alpha".into(), toml::Value::Table(a));
+                    }
+                }
             }
         }
         if let Some(h) = p.get("headroom") {
@@ -451,6 +473,26 @@ port = [{ name = "p1" }]
             .collect();
         assert_eq!(cells.len(), 3);
         assert!(!cells.contains(&p("aquarius", "32")));
+    }
+
+    /// BFC cells share the buffer completely (no ingress threshold without PFC behind it);
+    /// Aquarius and PFC cells keep the topology's α.
+    #[test]
+    fn bfc_cells_share_the_buffer() {
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let topo = TOPO.replace("pfc = {", "buffer = { buffer_bytes = 4000000 }\npfc = {");
+        let alpha = |scheme: &str| {
+            let p = BTreeMap::from([("scheme".to_string(), scheme.to_string())]);
+            let t: toml::Value = toml::from_str(&patch_topology(&topo, &p, &exp).unwrap()).unwrap();
+            t["switch"][0]["buffer"]
+                .get("alpha")
+                .and_then(|a| a.get("fraction"))
+                .and_then(|f| f.as_float())
+        };
+        assert_eq!(alpha("bfc"), Some(256.0));
+        assert_eq!(alpha("bfc-stochastic"), Some(256.0));
+        assert_eq!(alpha("aquarius"), None);
+        assert_eq!(alpha("pfc"), None);
     }
 
     /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.

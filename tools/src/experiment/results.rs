@@ -104,6 +104,12 @@ pub struct CellResult {
     pub bfc_collisions: u64,
     /// Highest watermark of any switch queue, bytes.
     pub max_queue_bytes: u64,
+    /// Per switch ingress port ("switch:port") whose lossless priority groups were paused:
+    /// the most bytes one of them admitted during one pause (from its XOFF to its XON, in
+    /// buffer cells × cell size). What arrived after the pause was decided: the data in
+    /// flight on the link plus what the upstream sent before it obeyed.
+    #[serde(default)]
+    pub pause_absorbed_bytes: BTreeMap<String, u64>,
     /// PFC frames the host stacks received, and BFC PAUSEs they honoured (BFC mode).
     pub host_pfc_rx: u64,
     pub host_bfc_pauses_rx: u64,
@@ -404,6 +410,45 @@ impl CellResult {
                     r.max_queue_bytes = r.max_queue_bytes.max(q.watermark_bytes);
                 }
             }
+            for m in s.mmu.iter().flat_map(MmuView::of) {
+                for pg in m.pgs.iter().filter(|g| g.lossless && g.absorbed_peak > 0) {
+                    if let Some(p) = s.ports.get(pg.port) {
+                        let e = r
+                            .pause_absorbed_bytes
+                            .entry(format!("{}:{}", s.switch, p.name))
+                            .or_default();
+                        *e = (*e).max(pg.absorbed_peak * m.cell_bytes);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a cell keeps of a switch's MMU statistics (`mmu::MmuStats`, which a snapshot carries
+/// as JSON: one object, or one per pipe).
+#[derive(Deserialize)]
+struct MmuView {
+    cell_bytes: u64,
+    pgs: Vec<PgView>,
+}
+
+/// One (ingress port, priority group) of [`MmuView`].
+#[derive(Deserialize)]
+struct PgView {
+    port: usize,
+    lossless: bool,
+    absorbed_peak: u64,
+}
+
+impl MmuView {
+    fn of(v: &serde_json::Value) -> Vec<MmuView> {
+        match v {
+            serde_json::Value::Array(pipes) => pipes
+                .iter()
+                .filter_map(|p| MmuView::deserialize(p).ok())
+                .collect(),
+            one => MmuView::deserialize(one).ok().into_iter().collect(),
         }
     }
 }

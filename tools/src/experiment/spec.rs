@@ -107,6 +107,9 @@ pub(super) struct HostCfg {
     pub(super) bfc_queues: Option<usize>,
     /// Congestion control of every cell without a matrix `cc` (default `window`).
     pub(super) cc: Option<String>,
+    /// Priority of the hosts' ACKs (default: each flow's own). Virtual time only: `xoff host`
+    /// sends ACKs in the flow's priority.
+    pub(super) ack_prio: Option<u8>,
 }
 
 /// NIC queues of a BFC host (the fabric's `[sim] nic_bfc_queues` default).

@@ -17,6 +17,7 @@ mod pfc;
 mod proteus;
 mod proteus_vb;
 mod pyrrha;
+mod sim2real;
 
 use anyhow::{bail, Context, Result};
 use std::fmt::Write;
@@ -25,15 +26,17 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct ReproArgs {
-    /// Papers to reproduce: dsh, pfc, bfc, aquarius, pyrrha, proteus, or all.
+    /// Papers to reproduce: dsh, pfc, bfc, aquarius, pyrrha, proteus, or all; or sim2real
+    /// (real frames vs virtual time, root only, not part of all).
     #[arg(default_value = "all")]
     which: Vec<String>,
     /// Shortened runs for CI (each section says what it shortens).
     #[arg(long)]
     quick: bool,
-    /// Where REPORT.md and the plots go.
-    #[arg(long, default_value = "results/repro")]
-    out: PathBuf,
+    /// Where REPORT.md and the plots go (default `results/repro`, or `results/sim2real` for
+    /// sim2real alone).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// The papers `xoff repro` knows, in report order, with why a paper has no rows yet.
@@ -45,6 +48,10 @@ const PAPERS: &[(&str, Option<&str>)] = &[
     ("pyrrha", None),
     ("proteus", None),
 ];
+
+/// What `xoff repro` runs besides the papers, never as part of `all`: `sim2real` needs root
+/// and real frames for a minute.
+const EXTRAS: &[&str] = &["sim2real"];
 
 /// What a row's measured value must satisfy.
 #[derive(Debug, Clone)]
@@ -256,6 +263,8 @@ pub fn run(a: ReproArgs) -> Result<i32> {
     for w in &a.which {
         if w == "all" {
             want.extend(PAPERS.iter().map(|p| p.0));
+        } else if let Some(&x) = EXTRAS.iter().find(|&&x| x == w) {
+            want.push(x);
         } else if let Some(p) = PAPERS.iter().find(|p| p.0 == w) {
             if let Some(why) = p.1 {
                 bail!("repro {w}: not reproducible yet: {why}");
@@ -264,15 +273,23 @@ pub fn run(a: ReproArgs) -> Result<i32> {
         } else {
             let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();
             bail!(
-                "repro: unknown paper `{w}` (known: {}, all)",
-                names.join(", ")
+                "repro: unknown paper `{w}` (known: {}, all; and {})",
+                names.join(", "),
+                EXTRAS.join(", ")
             );
         }
     }
     want.dedup();
-    std::fs::create_dir_all(&a.out).with_context(|| format!("{}", a.out.display()))?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if want == ["sim2real"] {
+            "results/sim2real"
+        } else {
+            "results/repro"
+        })
+    });
+    std::fs::create_dir_all(&out).with_context(|| format!("{}", out.display()))?;
     let ctx = Ctx {
-        out: &a.out,
+        out: &out,
         quick: a.quick,
     };
     let mut sections = Vec::new();
@@ -292,6 +309,7 @@ pub fn run(a: ReproArgs) -> Result<i32> {
             "aquarius" => aquarius::run_section(&ctx)?,
             "pyrrha" => pyrrha::run(&ctx)?,
             "proteus" => proteus::run(&ctx)?,
+            "sim2real" => sim2real::run(&ctx)?,
             _ => unreachable!("every built paper has a runner"),
         };
         s.wall = t0.elapsed();
@@ -304,7 +322,7 @@ pub fn run(a: ReproArgs) -> Result<i32> {
         sections.push(s);
     }
     let report = render(&sections, &pending, a.quick);
-    let path = a.out.join("REPORT.md");
+    let path = out.join("REPORT.md");
     std::fs::write(&path, &report).with_context(|| format!("{}", path.display()))?;
     print!("{report}");
     let broken: usize = sections
@@ -321,8 +339,9 @@ fn render(sections: &[Section], pending: &[(&str, &str)], quick: bool) -> String
     let _ = writeln!(
         s,
         "Each row: where in the paper, the paper's number (quoted), the measured number, \
-         measured/paper, the verdict band and the verdict. All runs are in Xoff's virtual-time \
-         fabric (`xoff sim`), deterministic for a seed.\n"
+         measured/paper, the verdict band and the verdict. The papers' runs are in Xoff's \
+         virtual-time fabric (`xoff sim`), deterministic for a seed; `sim2real` runs real frames \
+         beside it.\n"
     );
     let _ = writeln!(
         s,
