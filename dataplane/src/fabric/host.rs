@@ -216,6 +216,12 @@ impl HostCtx<'_> {
     /// Queues `frame` on the NIC. If the queue is full (or the frame's flow is at the NIC's
     /// in-flight cap) the frame is freed and `false` returned.
     pub fn send(&mut self, frame: FrameId, len: u32) -> bool {
+        self.send_as(frame, len, None)
+    }
+
+    /// [`HostCtx::send`] of a frame whose NIC priority the caller read from the same headers
+    /// before (`prio`: what [`nic_prio`] gives for this frame), so it is not parsed again.
+    fn send_as(&mut self, frame: FrameId, len: u32, prio: Option<u8>) -> bool {
         if let Some(cap) = self.nic.inflight_cap {
             let data = &self.mem.data(frame)[..len as usize];
             let inflight = DataHeader::parse(data)
@@ -242,17 +248,7 @@ impl HostCtx<'_> {
             return true;
         }
         if self.can_send() {
-            // The NIC queues by priority, read from the frame as a switch would (PCP, else
-            // DSCP >> 3).
-            let prio = crate::parse::parse(&self.mem.data(frame)[..len as usize])
-                .map(|m| {
-                    let dscp = match m.l3 {
-                        crate::parse::L3::Ip { dscp, .. } => Some(dscp >> 3),
-                        crate::parse::L3::None => None,
-                    };
-                    m.pcp.or(dscp).unwrap_or(0)
-                })
-                .unwrap_or(0);
+            let prio = prio.unwrap_or_else(|| nic_prio(&self.mem.data(frame)[..len as usize]));
             self.nic.push(prio, frame, len);
             true
         } else {
@@ -266,6 +262,19 @@ impl HostCtx<'_> {
     pub fn set_timer(&mut self, at: u64, token: u64) {
         self.timers.push((at.max(self.now), token));
     }
+}
+
+/// The NIC queue of a frame: its priority read as a switch would (PCP, else DSCP >> 3).
+fn nic_prio(frame: &[u8]) -> u8 {
+    crate::parse::parse(frame)
+        .map(|m| {
+            let dscp = match m.l3 {
+                crate::parse::L3::Ip { dscp, .. } => Some(dscp >> 3),
+                crate::parse::L3::None => None,
+            };
+            m.pcp.or(dscp).unwrap_or(0)
+        })
+        .unwrap_or(0)
 }
 
 /// A host's behaviour in the fabric.
@@ -324,6 +333,9 @@ pub struct Source {
     period_end: u64,
     /// Headers of a full-size frame, prebuilt.
     hdr: Vec<u8>,
+    /// NIC priority of a full-size frame (read once from the prebuilt frame: every full-size
+    /// frame has the same headers).
+    prio: u8,
 }
 
 impl Source {
@@ -344,6 +356,7 @@ impl Source {
         let mut full = vec![0u8; pkt as usize];
         tmpl.emit_headers(&mut full, pkt as usize);
         hdr.copy_from_slice(&full[..tmpl.payload_off()]);
+        let prio = nic_prio(&full);
         Source {
             flow,
             tmpl,
@@ -357,6 +370,7 @@ impl Source {
             seq: 0,
             period_end: u64::MAX,
             hdr,
+            prio,
         }
     }
 
@@ -416,7 +430,7 @@ impl Source {
                     };
                     h.emit(&mut d[off..off + DATA_HEADER_LEN]);
                 });
-                ctx.send(f, len)
+                ctx.send_as(f, len, (len == self.pkt).then_some(self.prio))
             })
         } else {
             None
