@@ -56,6 +56,11 @@ pub struct Row {
     pub note: String,
     /// Busy CPU share just before the measurement (foreign load).
     pub load_before: f64,
+    /// How the peer was started and configured (exact command lines), for the record.
+    pub config: Vec<String>,
+    /// Where the DUT's and the generator's threads ran during the measurement window:
+    /// `name@cpu share%` per thread with at least 1 % of a core (`/proc/PID/task`).
+    pub placement: String,
 }
 
 /// The whole report.
@@ -130,6 +135,51 @@ fn wait_quiet() -> f64 {
             return busy;
         }
     }
+}
+
+/// The threads of `pids` now: (tid, name, CPU it last ran on, utime + stime in jiffies), from
+/// `/proc/PID/task/TID/stat`.
+fn threads(pids: &[u32]) -> Vec<(u32, String, u32, u64)> {
+    let mut v = Vec::new();
+    for pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            let (Some(l), Some(r)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let name = stat[l + 1..r].to_string();
+            let f: Vec<&str> = stat[r + 1..].split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+            // After the name: state is field 3, utime 14, stime 15, processor 39 (1-based).
+            let tid = e.file_name().to_string_lossy().parse().unwrap_or(0);
+            v.push((tid, name, num(36) as u32, num(11) + num(12)));
+        }
+    }
+    v
+}
+
+/// Where the threads of `pids` ran between two [`threads`] samples `secs` apart:
+/// `name@cpu share%` for every thread with at least 1 % of a core in the window (cpu: the one
+/// it ran on last).
+fn placement(
+    before: &[(u32, String, u32, u64)],
+    after: &[(u32, String, u32, u64)],
+    secs: f64,
+) -> String {
+    after
+        .iter()
+        .filter_map(|(tid, name, cpu, j)| {
+            let j0 = before.iter().find(|b| b.0 == *tid).map_or(0, |b| b.3);
+            let share = (j - j0) as f64 * jiffy_ns() / 1e9 / secs * 100.0;
+            (share >= 1.0).then(|| format!("{name}@{cpu} {share:.0}%"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Processes using CPU right now (for the record of what else ran).
@@ -208,6 +258,8 @@ struct Dut {
     /// Processes whose CPU time is the DUT's (empty: kernel forwarding).
     pids: Vec<u32>,
     cleanup: Vec<Vec<String>>,
+    /// Every command that started or configured it, in order.
+    config: Vec<String>,
 }
 
 impl Drop for Dut {
@@ -278,6 +330,20 @@ fn spawn_in(net: &Net, node: &str, core: &str, args: &[&str], log: &Path) -> Res
         .with_context(|| format!("spawn {}", args.join(" ")))
 }
 
+/// The DUT core: every peer's forwarding thread runs here, never on the generator's core
+/// (`GEN_CORE`), as each peer's own documentation recommends (one dedicated core per PMD).
+const DUT_CORE: &str = "0";
+const GEN_CORE: &str = "1";
+
+/// `taskset -c CORE ip netns exec NS ARGS...` as one line, for the record.
+fn cmdline(net: &Net, node: &str, core: &str, args: &[&str]) -> String {
+    format!(
+        "taskset -c {core} ip netns exec {} {}",
+        net.ns(node),
+        args.join(" ")
+    )
+}
+
 fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
     let xoff = opts.xoff.to_string_lossy().to_string();
     let log = dir.join(format!("{peer}.log"));
@@ -285,39 +351,50 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
         children: Vec::new(),
         pids: Vec::new(),
         cleanup: Vec::new(),
+        config: Vec::new(),
     };
     match peer {
         "xoff" | "xoff-pfc" => {
             let cfg = dir.join(format!("{peer}.toml"));
             std::fs::write(&cfg, dut_topology(peer == "xoff-pfc"))?;
-            let c = spawn_xoff_run(
-                net,
-                &xoff,
-                &cfg,
-                &dir.join(format!("{peer}.sock")),
-                &[],
-                &log,
-            )?;
+            let sock = dir.join(format!("{peer}.sock"));
+            let c = spawn_xoff_run(net, &xoff, &cfg, &sock, &[], &log)?;
+            let args = xoff_run_args(&xoff, &cfg, &sock, &[]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            d.config.push(cmdline(net, "dut", DUT_CORE, &args));
+            d.config.push(format!(
+                "config: {}",
+                dut_topology(peer == "xoff-pfc")
+                    .lines()
+                    .filter(|l| l.starts_with("defaults")
+                        || l.starts_with("buffer")
+                        || l.starts_with("pfc"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
             d.pids.push(c.id());
             d.children.push(c);
         }
         "fwd" => {
-            let c = spawn_in(
-                net,
-                "dut",
-                "0",
-                &[&xoff, "bench", "fwd", "--a", "d1", "--b", "d2"],
-                &log,
-            )?;
+            let args = [xoff.as_str(), "bench", "fwd", "--a", "d1", "--b", "d2"];
+            let c = spawn_in(net, "dut", DUT_CORE, &args, &log)?;
+            d.config.push(cmdline(net, "dut", DUT_CORE, &args));
             d.pids.push(c.id());
             d.children.push(c);
             std::thread::sleep(Duration::from_millis(500));
         }
         "bridge" => {
-            net.exec("dut", &["ip", "link", "add", "xbr0", "type", "bridge"])?;
-            net.exec("dut", &["ip", "link", "set", "d1", "master", "xbr0"])?;
-            net.exec("dut", &["ip", "link", "set", "d2", "master", "xbr0"])?;
-            net.exec("dut", &["ip", "link", "set", "xbr0", "up"])?;
+            for args in [
+                &["ip", "link", "add", "xbr0", "type", "bridge"][..],
+                &["ip", "link", "set", "d1", "master", "xbr0"],
+                &["ip", "link", "set", "d2", "master", "xbr0"],
+                &["ip", "link", "set", "xbr0", "up"],
+            ] {
+                net.exec("dut", args)?;
+                d.config.push(args.join(" "));
+            }
+            d.config
+                .push("kernel forwarding: runs in softirq on whichever core receives".into());
             let ns = net.ns("dut");
             d.cleanup.push(
                 ["ip", "netns", "exec", &ns, "ip", "link", "del", "xbr0"]
@@ -332,36 +409,44 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
                 .into_iter()
                 .find(|b| which(b))
                 .context("dpdk-testpmd is not installed")?;
+            // DPDK's AF_XDP PMD guide (doc/guides/nics/af_xdp.rst): preferred busy polling is
+            // on by default (busy_budget = 64, kernel >= 5.11). The guide also "strongly
+            // recommends" napi_defer_hard_irqs = 2 and gro_flush_timeout = 200000 on the
+            // interface; those are for NICs with hardware interrupts and are not set here: on
+            // veth they stopped its NAPI and testpmd received nothing (0 of 1.8 Mpps, 64 B).
             let prefix = format!("xoffbench{}", std::process::id());
-            let c = spawn_in(
-                net,
-                "dut",
+            // Two lcores are required (the main lcore does not forward). The forwarding lcore
+            // (lcore 1) is pinned to the DUT core and the main lcore, which only prints
+            // statistics once a second, to the other: `--lcores 0@GEN,1@DUT`. Before, `-l 0,1
+            // --main-lcore 0` put the forwarding lcore on the generator's core, which halved
+            // testpmd's rate.
+            let lcores = format!("0@{GEN_CORE},1@{DUT_CORE}");
+            let args = [
+                bin,
+                "--lcores",
+                lcores.as_str(),
+                "--main-lcore",
                 "0",
-                &[
-                    bin,
-                    "-l",
-                    "0,1",
-                    "--main-lcore",
-                    "0",
-                    "--no-pci",
-                    "--no-huge",
-                    "-m",
-                    "1024",
-                    "--file-prefix",
-                    &prefix,
-                    "--vdev",
-                    "net_af_xdp0,iface=d1",
-                    "--vdev",
-                    "net_af_xdp1,iface=d2",
-                    "--",
-                    "--forward-mode=io",
-                    "--nb-cores=1",
-                    "--total-num-mbufs=32768",
-                    "--stats-period=1",
-                    "--auto-start",
-                ],
-                &log,
-            )?;
+                "--no-pci",
+                "--no-huge",
+                "-m",
+                "1024",
+                "--file-prefix",
+                &prefix,
+                "--vdev",
+                "net_af_xdp0,iface=d1",
+                "--vdev",
+                "net_af_xdp1,iface=d2",
+                "--",
+                "--forward-mode=io",
+                "--nb-cores=1",
+                "--total-num-mbufs=32768",
+                "--stats-period=1",
+                "--auto-start",
+            ];
+            // taskset only sets the initial mask: EAL pins each lcore thread itself.
+            let c = spawn_in(net, "dut", "0,1", &args, &log)?;
+            d.config.push(cmdline(net, "dut", "0,1", &args));
             d.pids.push(c.id());
             d.children.push(c);
             std::thread::sleep(Duration::from_secs(3));
@@ -407,10 +492,12 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         ("OVS_LOGDIR", o.as_str()),
         ("OVS_SYSCONFDIR", o.as_str()),
     ];
-    let run = |args: &[&str]| -> Result<()> {
+    let mut config = Vec::new();
+    let mut run = |args: &[&str]| -> Result<()> {
         let ns = net.ns("dut");
+        config.push(cmdline(net, "dut", DUT_CORE, args));
         let mut c = Command::new("taskset");
-        c.args(["-c", "0", "ip", "netns", "exec", &ns])
+        c.args(["-c", DUT_CORE, "ip", "netns", "exec", &ns])
             .args(args)
             .stdin(Stdio::null());
         for (k, v) in env {
@@ -476,7 +563,7 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
             d.cleanup.push(vec!["kill".into(), pid.to_string()]);
         }
     }
-    let vs = |extra: &[&str]| -> Result<()> {
+    let mut vs = |extra: &[&str]| -> Result<()> {
         let mut a = vec![
             "ovs-vsctl".to_string(),
             format!("--db={sock}"),
@@ -486,6 +573,19 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         let v: Vec<&str> = a.iter().map(String::as_str).collect();
         run(&v)
     };
+    // Open vSwitch's AF_XDP guide (Documentation/intro/install/afxdp.rst): one PMD on a
+    // dedicated core (`pmd-cpu-mask`), each port's one RX queue (`n_rxq`) pinned to it
+    // (`pmd-rxq-affinity`), `xdp-mode` best-effort and `use-need-wakeup` at their defaults.
+    // Without the mask OVS placed its PMD on any core, the generator's included.
+    vs(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!(
+            "other_config:pmd-cpu-mask=0x{:x}",
+            1u32 << DUT_CORE.parse::<u32>().unwrap_or(0)
+        ),
+    ])?;
     vs(&[
         "add-br",
         "br0",
@@ -495,6 +595,7 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
         "br0",
         "datapath_type=netdev",
     ])?;
+    let affinity = format!("other_config:pmd-rxq-affinity=0:{DUT_CORE}");
     for p in ["d1", "d2"] {
         if peer == "ovs-afxdp" {
             vs(&[
@@ -506,12 +607,23 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
                 "interface",
                 p,
                 "type=afxdp",
+                "options:n_rxq=1",
                 "options:xdp-mode=best-effort",
+                &affinity,
             ])?;
         } else {
             vs(&["add-port", "br0", p])?;
         }
     }
+    // Port-to-port flows, as the guide's examples forward (no MAC learning or flooding).
+    run(&["ovs-ofctl", "del-flows", "br0"])?;
+    for flow in [
+        "in_port=d1,actions=output:d2",
+        "in_port=d2,actions=output:d1",
+    ] {
+        run(&["ovs-ofctl", "add-flow", "br0", flow])?;
+    }
+    d.config.append(&mut config);
     d.cleanup.push(
         ["ip", "netns", "exec", &dut_ns, "ip", "link", "del", "br0"]
             .iter()
@@ -522,7 +634,20 @@ fn start_ovs(peer: &str, net: &Net, dir: &Path, d: &mut Dut) -> Result<()> {
     Ok(())
 }
 
-/// Starts `xoff run` for the DUT on core 0 and waits until its control socket answers.
+/// The `xoff run` command line of the DUT.
+fn xoff_run_args(xoff: &str, cfg: &Path, sock: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [xoff, "run", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(cfg.to_string_lossy().into());
+    args.extend(["--switch", "dut", "--ctl"].iter().map(|s| s.to_string()));
+    args.push(sock.to_string_lossy().into());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Starts `xoff run` for the DUT on the DUT core and waits until its control socket answers.
 fn spawn_xoff_run(
     net: &Net,
     xoff: &str,
@@ -531,12 +656,9 @@ fn spawn_xoff_run(
     extra: &[&str],
     log: &Path,
 ) -> Result<Child> {
-    let (cfg, sock_s) = (cfg.to_string_lossy(), sock.to_string_lossy());
-    let mut args = vec![
-        xoff, "run", "--config", &cfg, "--switch", "dut", "--ctl", &sock_s,
-    ];
-    args.extend_from_slice(extra);
-    let mut c = spawn_in(net, "dut", "0", &args, log)?;
+    let args = xoff_run_args(xoff, cfg, sock, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut c = spawn_in(net, "dut", DUT_CORE, &args, log)?;
     let t = Instant::now();
     while dataplane::ctl::request(sock, &dataplane::ctl::Request::Stats).is_err() {
         if t.elapsed() > Duration::from_secs(10) {
@@ -573,7 +695,7 @@ fn spawn_gen(
         dur,
     ];
     args.extend_from_slice(extra);
-    spawn_in(net, "gen", "1", &args, log)
+    spawn_in(net, "gen", GEN_CORE, &args, log)
 }
 
 /// Sink counts, read from the `xoff bench sink` child: (seconds since start, frames).
@@ -615,6 +737,7 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
             return row;
         }
     };
+    row.config = dut.config.clone();
     let xoff = opts.xoff.to_string_lossy().to_string();
     let dur = opts.duration;
     let dur_s = format!("{dur}");
@@ -651,6 +774,9 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     let w0 = 1.0_f64.min(dur / 4.0);
     let w1 = (dur - 0.5).max(w0 + 0.5);
     std::thread::sleep(Duration::from_secs_f64(w0));
+    let mut pids = dut.pids.clone();
+    pids.push(gen.id());
+    let th0 = threads(&pids);
     let (m0, dpid0, g0, t0) = (
         cpu_jiffies().0,
         dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(),
@@ -658,6 +784,7 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
         Instant::now(),
     );
     std::thread::sleep(Duration::from_secs_f64(w1 - w0));
+    row.placement = placement(&th0, &threads(&pids), t0.elapsed().as_secs_f64());
     let (m1, dpid1, g1, t1) = (
         cpu_jiffies().0,
         dut.pids.iter().map(|&p| proc_jiffies(p)).sum::<u64>(),
@@ -703,6 +830,15 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     if let Some(s) = sent_line.and_then(|s| s.trim().parse::<f64>().ok()) {
         row.offered_pps = Some(s / dur);
     }
+    // A peer that forwards everything the generator offers is measured at the generator's
+    // rate, a lower bound on its own: say so beside the figure.
+    if let (Some(p), Some(o)) = (row.pps, row.offered_pps) {
+        if p >= 0.98 * o {
+            row.note = format!("generator-bound ({:.3} Mpps offered) {}", o / 1e6, row.note)
+                .trim_end()
+                .to_string();
+        }
+    }
     // Latency at half the measured maximum.
     if let Some(pps) = row.pps {
         let rate = format!("{:.0}", pps / 2.0);
@@ -710,7 +846,7 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
         let lsink = Command::new("taskset")
             .args([
                 "-c",
-                "1",
+                GEN_CORE,
                 "ip",
                 "netns",
                 "exec",
@@ -922,5 +1058,22 @@ fn markdown(r: &Report) -> String {
         r.date, r.machine, r.kernel, r.commit
     );
     let _ = writeln!(s, "```\n{}```", table(r));
+    let _ = writeln!(
+        s,
+        "\nThread placement over each measurement window (thread@CPU it last ran on, share of a core, from /proc/PID/task; the generator is the `xoff` thread pinned to core {GEN_CORE}, every DUT's forwarding thread is pinned to core {DUT_CORE}; kernel work in softirq context is not attributed to a thread) and each peer's exact configuration:\n"
+    );
+    for row in &r.rows {
+        let _ = writeln!(s, "- **{} {} B**: {}", row.peer, row.size, row.placement);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for row in &r.rows {
+        if seen.insert(row.peer.clone()) {
+            let _ = writeln!(s, "\n`{}`:\n```", row.peer);
+            for c in &row.config {
+                let _ = writeln!(s, "{c}");
+            }
+            let _ = writeln!(s, "```");
+        }
+    }
     s
 }

@@ -231,37 +231,69 @@ impl Fib {
     /// Decides where a frame that arrived on `in_port` goes.
     #[inline]
     pub fn forward<'a>(&'a self, in_port: u16, m: &'a PacketMeta) -> Forward<'a> {
+        match self.classify(in_port, m) {
+            Classified::Route(tuple) => match self.group(tuple) {
+                Some(group) => Forward::Route { group, tuple },
+                None => Forward::Drop(DropReason::NoRoute),
+            },
+            Classified::Other(f) => f,
+        }
+    }
+
+    /// `forward` short of the route lookup: learns the source, then either a frame to route
+    /// (sent to a router MAC, IPv4 with TTL left; its ECMP group is [`Fib::group`] of the
+    /// tuple) or the final decision. The next hop of a routed frame depends on its 5-tuple
+    /// alone, which is what lets a pipe cache it per flow (`crate::flowcache`).
+    #[inline]
+    pub fn classify<'a>(&'a self, in_port: u16, m: &'a PacketMeta) -> Classified<'a> {
         if self.learning {
             self.l2.learn(m.src, in_port);
         }
         if !self.routes.is_empty() && self.router_macs.contains(&m.dst) {
-            return self.route(m);
+            return self.routable(m);
         }
         if m.dst.is_multicast() {
-            return Forward::Flood;
+            return Classified::Other(Forward::Flood);
         }
-        match self.l2.lookup(m.dst) {
+        Classified::Other(match self.l2.lookup(m.dst) {
             Some(p) if p == in_port => Forward::Drop(DropReason::SamePort),
             Some(p) => Forward::Bridge(p),
             None => Forward::Flood,
-        }
+        })
     }
 
-    fn route<'a>(&'a self, m: &'a PacketMeta) -> Forward<'a> {
+    fn routable<'a>(&'a self, m: &'a PacketMeta) -> Classified<'a> {
+        let drop = |r| Classified::Other(Forward::Drop(r));
         let (L3::Ip { tuple, ttl, .. }, EtherType::IPV4) = (&m.l3, m.ethertype) else {
-            return Forward::Drop(DropReason::NoRoute);
+            return drop(DropReason::NoRoute);
         };
-        let IpAddr::V4(dst) = tuple.dst else {
-            return Forward::Drop(DropReason::NoRoute);
-        };
+        if !matches!(tuple.dst, IpAddr::V4(_)) {
+            return drop(DropReason::NoRoute);
+        }
         if *ttl <= 1 {
-            return Forward::Drop(DropReason::TtlExpired);
+            return drop(DropReason::TtlExpired);
         }
-        match self.routes.lookup(dst) {
-            Some(group) if !group.is_empty() => Forward::Route { group, tuple },
-            _ => Forward::Drop(DropReason::NoRoute),
-        }
+        Classified::Route(tuple)
     }
+
+    /// The ECMP group of the longest prefix matching the tuple's IPv4 destination, if any
+    /// (never empty).
+    #[inline]
+    pub fn group(&self, tuple: &loadbal::FiveTuple) -> Option<&[NextHop]> {
+        let IpAddr::V4(dst) = tuple.dst else {
+            return None;
+        };
+        self.routes.lookup(dst).filter(|g| !g.is_empty())
+    }
+}
+
+/// What [`Fib::classify`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Classified<'a> {
+    /// To be routed by its 5-tuple.
+    Route(&'a loadbal::FiveTuple),
+    /// Bridged, flooded or dropped.
+    Other(Forward<'a>),
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod config;
 pub mod ctl;
 pub mod fabric;
 pub mod fib;
+pub mod flowcache;
 pub mod frame;
 pub mod host;
 pub mod link;

@@ -26,12 +26,16 @@ pub struct InFlight {
 /// Shaper + delay line of one egress port.
 #[derive(Debug)]
 pub struct Link {
+    /// Fixed when the link is built (`last` caches wire times at this rate).
     pub rate_bps: u64,
     pub delay_ps: u64,
     /// When the wire is free for the next frame.
     free_at: u64,
     max_lag: u64,
     wire: VecDeque<InFlight>,
+    /// The last frame length serialized and its wire time: runs of equal lengths (a flow of
+    /// MTU frames, a burst of ACKs) skip the 64-bit division of `ser_ps`.
+    last: (u32, u64),
 }
 
 impl Link {
@@ -42,6 +46,7 @@ impl Link {
             free_at: 0,
             max_lag: max_lag_ps,
             wire: VecDeque::new(),
+            last: (0, ser_ps(0, rate_bps)),
         }
     }
 
@@ -71,7 +76,10 @@ impl Link {
     #[inline]
     pub fn start(&mut self, frame: FrameId, len: u32, now: u64) -> u64 {
         let start = self.free_at.max(now.saturating_sub(self.max_lag));
-        let done = start + ser_ps(u64::from(len), self.rate_bps);
+        if self.last.0 != len {
+            self.last = (len, ser_ps(u64::from(len), self.rate_bps));
+        }
+        let done = start + self.last.1;
         self.free_at = done;
         self.wire.push_back(InFlight {
             release: done + self.delay_ps,

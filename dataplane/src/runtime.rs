@@ -717,8 +717,14 @@ impl Worker {
             mb.sleeping.store(false, Ordering::Release);
             return;
         }
+        // An external controller rings the AFC doorbell while we sleep on it.
+        if self.afc.as_ref().is_some_and(|a| !a.arm()) {
+            mb.sleeping.store(false, Ordering::Release);
+            return;
+        }
         let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
         fds.push(mb.wake.fd());
+        fds.extend(self.afc.as_ref().map(|a| a.bell_fd()));
         // Wake a little early: ppoll overshoots by tens of microseconds.
         wait_readable(
             &fds,
@@ -726,6 +732,9 @@ impl Worker {
         );
         mb.sleeping.store(false, Ordering::Release);
         mb.wake.clear();
+        if let Some(a) = &self.afc {
+            a.disarm();
+        }
     }
 }
 

@@ -137,6 +137,9 @@ pub struct Switch {
     pub(crate) buffer: Buffer,
     pub(crate) schemes: Schemes,
     pub(crate) policy: loadbal::PathPolicy,
+    /// Next hops of routed flows, when the path choice is a pure function of the 5-tuple
+    /// (ECMP, no path scheme); see `crate::flowcache`.
+    pub(crate) flows: Option<crate::flowcache::FlowCache>,
     /// This pipe's share of the audit counters.
     pub(crate) ledger: Arc<Ledger>,
     /// Flow-control events the MMU raised (all schemes; for statistics).
@@ -217,13 +220,17 @@ impl Switch {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(ledger.clone());
+        let policy = match spec.lb {
+            crate::config::LoadBalancer::Ecmp
+            | crate::config::LoadBalancer::Proteus
+            | crate::config::LoadBalancer::Conga => loadbal::PathPolicy::ecmp(spec.seed),
+            crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
+        };
+        let flows = (matches!(policy, loadbal::PathPolicy::Ecmp { .. }) && !schemes.routes())
+            .then(crate::flowcache::FlowCache::default);
         Ok(Switch {
-            policy: match spec.lb {
-                crate::config::LoadBalancer::Ecmp
-                | crate::config::LoadBalancer::Proteus
-                | crate::config::LoadBalancer::Conga => loadbal::PathPolicy::ecmp(spec.seed),
-                crate::config::LoadBalancer::Drill => loadbal::PathPolicy::drill(spec.seed, me),
-            },
+            policy,
+            flows,
             schemes,
             ledger,
             owner,
@@ -370,20 +377,26 @@ impl Switch {
         let Some(eg) = self.egress[p].as_mut() else {
             return;
         };
-        let mut d = Departure {
-            schemes: &mut self.schemes,
-            ledger: &self.ledger,
-            buffer: &mut self.buffer,
-            counters: &self.shared.counters[p],
-            pause: self.shared.afc.port(p),
-            port: p,
-            int_rate_bps: self.shared.spec.int.then_some(eg.link.rate_bps),
-        };
+        let pause = self.shared.afc.port(p);
         let idle_seen = !self.rx_backlog;
-        while let Some(pick) = eg.schedule(d.pause, now, idle_seen) {
-            let pkt = eg.qs.take(pick);
-            let wire_len = d.depart(eg, mem, &pkt, pick.data(), now);
-            eg.shape(&pkt, wire_len, now);
+        if let Some(first) = eg.schedule(pause, now, idle_seen) {
+            // Built once a frame goes (a port serviced with nothing to send skips it).
+            let mut d = Departure {
+                schemes: &mut self.schemes,
+                ledger: &self.ledger,
+                buffer: &mut self.buffer,
+                counters: &self.shared.counters[p],
+                pause,
+                port: p,
+                int_rate_bps: self.shared.spec.int.then_some(eg.link.rate_bps),
+            };
+            let mut pick = Some(first);
+            while let Some(k) = pick {
+                let pkt = eg.qs.take(k);
+                let wire_len = d.depart(eg, mem, &pkt, k.data(), now);
+                eg.shape(&pkt, wire_len, now);
+                pick = eg.schedule(pause, now, idle_seen);
+            }
         }
         eg.transmit(now, out);
         self.control_out(mem, now, out);

@@ -20,6 +20,10 @@ class Afc:
         else:
             raise RuntimeError(f'{path}: every lane is taken')
         self.base = (64 + self.lane * (128 + 4 * self.cap)) // 4  # in u32 words
+        try:  # the doorbell FIFO a sleeping switch waits on (an older switch has none)
+            self.bell = os.open(path + '.bell', os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            self.bell = None
 
     def push(self, word):
         """Write one 32-bit AFC word; False (and the lane's `full` count +1) if the lane is full."""
@@ -30,6 +34,11 @@ class Afc:
             return False
         w[b + 32 + tail % self.cap] = word  # slots at byte +128
         w[b] = (tail + 1) % 2**32  # publish: x86 keeps the two stores in order
+        if self.q[5] and self.bell is not None:  # byte 40: the switch sleeps, ring its bell
+            try:
+                os.write(self.bell, b'\1')
+            except BlockingIOError:
+                pass  # a full FIFO already holds a wake-up
         return True
 
     def pause(self, port, queue, credit=0):

@@ -52,7 +52,8 @@
 //!   16  u64  applied    ring words the switch applied          (switch writes)
 //!   24  u64  refused    ring words naming no such port/queue   (switch writes)
 //!   32  u64  poll_us    longest time an idle switch takes to look at the ring
-//!   40  ..64            reserved, zero
+//!   40  u64  sleeping   1 while the switch sleeps and wants the doorbell  (switch writes)
+//!   48  ..64            reserved, zero
 //! lane i at 64 + i × (128 + 4 × C)
 //!   +0    u32  tail     words written into the lane (wrapping)  (producer writes)
 //!   +4    u32  full     words refused because the lane was full (producer writes)
@@ -74,6 +75,16 @@
 //! nothing ever waits. Otherwise store the word in `slot[tail mod C]`, then store `tail + 1`
 //! (release). On x86-64 (total store order) plain stores in program order suffice, which is
 //! what the Python client relies on.
+//!
+//! **Doorbell.** An idle switch sleeps rather than spin on the ring (it wakes on frames, on
+//! its shaper, and at least every `poll_us`). Beside the ring file it keeps a FIFO,
+//! `NAME.afc.bell` (mode 0600). Before sleeping it stores `sleeping = 1` and looks at the
+//! lanes once more; after waking it stores 0. A producer that finds `sleeping` = 1 after
+//! publishing its words writes one byte to the FIFO (non-blocking: a full FIFO already holds
+//! a wake-up), which wakes the switch at once, as AF_XDP's own need_wakeup flag does for its
+//! rings. The two sides' store-then-load needs a full fence to be exact; a producer without
+//! one (Python on x86) may miss the bell in a narrow race, and a producer that never rings
+//! is still served: both wait at most `poll_us`.
 //!
 //! **Consumer** (the switch): per lane, read `tail` (acquire), take words from `head` up, then
 //! store the new `head` (release) so the slots may be reused. Lanes are visited round-robin
@@ -569,6 +580,7 @@ const H_LANES_CAPACITY: usize = 1;
 const H_APPLIED: usize = 2;
 const H_REFUSED: usize = 3;
 const H_POLL_US: usize = 4;
+const H_SLEEPING: usize = 5;
 // Lane fields, as indices into the `u32` view of a lane.
 const L_TAIL: usize = 0;
 const L_FULL: usize = 1;
@@ -818,6 +830,33 @@ impl<'a> ShmRing<'a> {
     pub fn poll_us(&self) -> u64 {
         self.header[H_POLL_US].load(Ordering::Relaxed)
     }
+
+    /// Consumer, before it sleeps: asks producers to ring the doorbell (`sleeping` = 1), then
+    /// looks at the lanes once more. False if words are waiting (the flag is cleared again and
+    /// the caller should not sleep): a producer that published before seeing the flag is
+    /// caught here. The store and the loads are sequentially consistent (the fence that
+    /// makes this exact against a producer that fences too).
+    pub fn arm_doorbell(&self) -> bool {
+        self.header[H_SLEEPING].store(1, Ordering::SeqCst);
+        let waiting = (0..self.layout.lanes).any(|i| {
+            let lane = self.lane(i);
+            lane[L_TAIL].load(Ordering::SeqCst) != lane[L_HEAD].load(Ordering::Relaxed)
+        });
+        if waiting {
+            self.disarm_doorbell();
+        }
+        !waiting
+    }
+
+    /// Consumer, awake again: producers need not ring.
+    pub fn disarm_doorbell(&self) {
+        self.header[H_SLEEPING].store(0, Ordering::SeqCst);
+    }
+
+    /// Producer, after publishing: whether the switch sleeps and wants the doorbell rung.
+    pub fn wants_doorbell(&self) -> bool {
+        self.header[H_SLEEPING].load(Ordering::SeqCst) != 0
+    }
 }
 
 /// The writing end of one lane of a [`ShmRing`].
@@ -843,7 +882,9 @@ impl ShmProducer<'_> {
             return Err(AfcError::RingFull);
         }
         self.lane[L_SLOTS + (tail & self.mask) as usize].store(word, Ordering::Relaxed);
-        self.lane[L_TAIL].store(tail.wrapping_add(1), Ordering::Release);
+        // SeqCst, not just Release: a producer's next load of `sleeping` must not pass this
+        // store (see "Doorbell" in the module doc).
+        self.lane[L_TAIL].store(tail.wrapping_add(1), Ordering::SeqCst);
         Ok(())
     }
 
@@ -1054,6 +1095,26 @@ mod tests {
         assert_eq!(cur, 3, "a spent budget resumes after the lane it took from");
         let again = ShmRing::attach(&h, &w).unwrap();
         assert_eq!(again.layout(), l);
+    }
+
+    #[test]
+    fn doorbell_is_wanted_only_while_armed_and_never_over_waiting_words() {
+        let (l, h, w) = shm(2, 8);
+        let ring = ShmRing::init(&h, &w, l, 10_000).unwrap();
+        assert!(!ring.wants_doorbell());
+        // Idle lanes: armed, and byte 40 says so to producers.
+        assert!(ring.arm_doorbell());
+        assert_eq!(h[5].load(Ordering::Relaxed), 1);
+        assert!(ring.wants_doorbell());
+        ring.disarm_doorbell();
+        assert!(!ring.wants_doorbell());
+        // A word published before arming: the consumer must not sleep over it.
+        ring.producer(1).push_word(7).unwrap();
+        assert!(!ring.arm_doorbell());
+        assert!(!ring.wants_doorbell(), "cleared again when words wait");
+        let mut cur = 0;
+        assert_eq!(ring.drain(&mut cur, 8, |_| true), 1);
+        assert!(ring.arm_doorbell());
     }
 
     #[test]

@@ -424,7 +424,7 @@ impl Mmu {
         pg.peak = pg.peak.max(pg.total());
         self.counters.admitted_packets += 1;
         self.counters.admitted_cells += u64::from(c);
-        self.update_peaks();
+        self.update_peaks(seg);
         Admission::Admitted {
             ticket: Ticket {
                 cells: c as u16,
@@ -652,16 +652,23 @@ impl Mmu {
     }
 
     #[inline]
-    fn update_peaks(&mut self) {
+    /// Raises the peaks an admission into `seg` can raise: occupancy grows only in `charge`,
+    /// one segment at a time, so the other segments' peaks already hold.
+    fn update_peaks(&mut self, seg: Segment) {
         let o = &self.occ;
         let p = &mut self.peak;
-        p.private = p.private.max(o.private);
-        p.shared = p.shared.max(o.shared);
-        p.headroom = p.headroom.max(o.headroom);
-        p.insurance = p.insurance.max(o.insurance);
-        p.lossy = p.lossy.max(o.lossy);
+        match seg {
+            Segment::Lossy => {
+                p.lossy = p.lossy.max(o.lossy);
+                self.lossy_peak = self.lossy_peak.max(o.lossy);
+                return;
+            }
+            Segment::Private => p.private = p.private.max(o.private),
+            Segment::Shared => p.shared = p.shared.max(o.shared),
+            Segment::Headroom => p.headroom = p.headroom.max(o.headroom),
+            Segment::Insurance => p.insurance = p.insurance.max(o.insurance),
+        }
         let ll = o.private + o.shared + o.headroom + o.insurance;
         self.lossless_peak = self.lossless_peak.max(ll);
-        self.lossy_peak = self.lossy_peak.max(o.lossy);
     }
 }

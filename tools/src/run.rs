@@ -203,6 +203,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     running.join();
     if let Some(p) = &afc_path {
         let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_file(dataplane::port::shm::bell_path(p));
     }
     Ok(0)
 }

@@ -219,7 +219,7 @@ fn chain_bfc(run_args: &[&str], tag: &str) {
     let _ = cap.wait();
     // tshark has no dissector for 0x88B5: the raw bytes after the EtherType are
     // version 1, type 1 (PAUSE) or 2 (RESUME), queue 3.
-    let out = Command::new("tshark")
+    let out = common::tshark()
         .args(["-r"])
         .arg(&pcap)
         .args(["-T", "fields", "-e", "eth.type", "-e", "data.data"])
@@ -242,7 +242,7 @@ fn chain_bfc(run_args: &[&str], tag: &str) {
     );
     // With the shipped Lua dissector tshark names them.
     let lua = repo().join("deploy/wireshark/xoff.lua");
-    let out = Command::new("tshark")
+    let out = common::tshark()
         .arg("-X")
         .arg(format!("lua_script:{}", lua.display()))
         .arg("-r")

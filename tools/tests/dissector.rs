@@ -268,7 +268,7 @@ fn parse_cell(field: &str, s: &str) -> Option<Val> {
 /// Runs tshark with the shipped dissector over `pcap`; one map per frame.
 fn dissect(pcap: &Path) -> Vec<BTreeMap<&'static str, Val>> {
     let lua = repo().join("deploy/wireshark/xoff.lua");
-    let mut c = Command::new("tshark");
+    let mut c = common::tshark();
     c.arg("-X")
         .arg(format!("lua_script:{}", lua.display()))
         .arg("-r")
@@ -475,7 +475,7 @@ fn emitted_frames_every_type_every_field() {
         assert!(kinds.contains_key(k), "no {k} frame: {kinds:?}");
     }
     // The dissector hands the shimmed frames' payload on: tshark sees their IPv4/UDP.
-    let o = Command::new("tshark")
+    let o = common::tshark()
         .arg("-X")
         .arg(format!(
             "lua_script:{}",

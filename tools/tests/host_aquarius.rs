@@ -207,7 +207,7 @@ fn aquarius_hosts_the_victim_keeps_its_rate_and_nothing_is_lost() {
 
     // tshark saw s1's FLOW PAUSE and FLOW RESUME toward h1, named by the shipped dissector.
     let lua = repo().join("deploy/wireshark/xoff.lua");
-    let out = Command::new("tshark")
+    let out = common::tshark()
         .arg("-X")
         .arg(format!("lua_script:{}", lua.display()))
         .arg("-r")

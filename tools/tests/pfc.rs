@@ -91,7 +91,7 @@ fn downstream_switch_pauses_upstream_switch_without_loss() {
     }
     let _ = cap.wait();
     // tshark decodes s1's pauses toward h1 as PFC on class 3 with full and zero quanta.
-    let out = Command::new("tshark")
+    let out = common::tshark()
         .args(["-r"])
         .arg(&pcap)
         .args([

@@ -39,7 +39,7 @@ fn tap(bed: &Bed, args: &[&str], out: &std::path::Path) -> TapSummary {
 
 /// One line per frame of `pcap`: the fields asked for, tab-separated, as tshark prints them.
 fn tshark(pcap: &std::path::Path, filter: Option<&str>, fields: &[&str]) -> Vec<String> {
-    let mut c = Command::new("tshark");
+    let mut c = common::tshark();
     c.arg("-r").arg(pcap).args(["-T", "fields"]);
     if let Some(f) = filter {
         c.args(["-Y", f]);

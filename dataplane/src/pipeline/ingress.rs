@@ -2,7 +2,7 @@
 
 use super::{Handoff, Outputs};
 use crate::config::PrioSource;
-use crate::fib::Forward;
+use crate::fib::{Classified, Forward};
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::parse::{self, PacketMeta, L3};
 use crate::stats::DropReason;
@@ -96,7 +96,8 @@ impl Switch {
     }
 
     /// FIB lookup, then the path policy among equal-cost next hops (seeing each candidate's
-    /// pause state and queue bytes), then the L3 rewrite of a routed frame.
+    /// pause state and queue bytes), then the L3 rewrite of a routed frame. A flow's next hop
+    /// comes from the pipe's flow cache when its path choice depends on the 5-tuple alone.
     #[inline]
     pub(crate) fn forward<M: FrameMem>(
         &mut self,
@@ -106,35 +107,49 @@ impl Switch {
         now: u64,
     ) -> Route {
         let shared = &*self.shared;
-        let (group, tuple) = match shared.fib.forward(pkt.in_port, meta) {
-            Forward::Drop(r) => return Route::Drop(r),
-            Forward::Bridge(p) => return Route::Port(p),
-            Forward::Flood => return Route::Flood,
-            Forward::Route { group, tuple } => (group, tuple),
+        let tuple = match shared.fib.classify(pkt.in_port, meta) {
+            Classified::Route(tuple) => tuple,
+            Classified::Other(Forward::Drop(r)) => return Route::Drop(r),
+            Classified::Other(Forward::Bridge(p)) => return Route::Port(p),
+            Classified::Other(Forward::Flood) => return Route::Flood,
+            Classified::Other(Forward::Route { .. }) => unreachable!("classify never routes"),
         };
-        let egress = &self.egress;
-        let prio = usize::from(pkt.prio & 7);
-        let view = |i: usize| {
-            let port = usize::from(group[i].port);
-            let q = shared.spec.ports[port].prio_map[prio];
-            loadbal::Candidate {
-                port: group[i].port,
-                paused: shared.afc.port(port).is_paused(q, now),
-                queue_bytes: egress[port].as_ref().map_or(0, |e| e.qs.data[q].bytes()),
-                port_bytes: egress[port].as_ref().map_or(0, |e| e.qs.data_bytes()),
+        let cached = self.flows.as_ref().and_then(|c| c.get(tuple));
+        let nh = match cached {
+            Some(nh) => nh,
+            None => {
+                let Some(group) = shared.fib.group(tuple) else {
+                    return Route::Drop(DropReason::NoRoute);
+                };
+                let egress = &self.egress;
+                let prio = usize::from(pkt.prio & 7);
+                let view = |i: usize| {
+                    let port = usize::from(group[i].port);
+                    let q = shared.spec.ports[port].prio_map[prio];
+                    loadbal::Candidate {
+                        port: group[i].port,
+                        paused: shared.afc.port(port).is_paused(q, now),
+                        queue_bytes: egress[port].as_ref().map_or(0, |e| e.qs.data[q].bytes()),
+                        port_bytes: egress[port].as_ref().map_or(0, |e| e.qs.data_bytes()),
+                    }
+                };
+                // A path scheme (Proteus) routes by itself; else the path policy picks.
+                // (`view` is `Copy`: it is built where a scheme or policy reads it.)
+                let routed = if self.schemes.routes() {
+                    self.schemes.route(pkt, tuple, group.len(), view, now)
+                } else {
+                    None
+                };
+                let Some(i) = routed.or_else(|| self.policy.pick(tuple, group.len(), view, now))
+                else {
+                    return Route::Drop(DropReason::NoRoute);
+                };
+                if let Some(c) = self.flows.as_mut() {
+                    c.put(tuple, group[i]);
+                }
+                group[i]
             }
         };
-        // A path scheme (Proteus) routes by itself; else the path policy picks.
-        // (`view` is `Copy`: it is built where a scheme or policy reads it.)
-        let routed = if self.schemes.routes() {
-            self.schemes.route(pkt, tuple, group.len(), view, now)
-        } else {
-            None
-        };
-        let Some(i) = routed.or_else(|| self.policy.pick(tuple, group.len(), view, now)) else {
-            return Route::Drop(DropReason::NoRoute);
-        };
-        let nh = group[i];
         let out_mac = shared.spec.ports[usize::from(nh.port)].mac;
         mem.with_mut(pkt.frame, |d| {
             let data = &mut d[..pkt.len as usize];

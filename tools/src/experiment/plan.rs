@@ -1,0 +1,472 @@
+//! An experiment's plan: the cells of its matrix × seeds, what each cell sets in the topology
+//! (`scheme`, `headroom`, `lb`, `queues`, `cc`, `load`), the rates and base RTTs every cell
+//! shares, and the digest `xoff experiment merge` checks shards by.
+
+use super::spec::{ExpFile, Mode, Timing, BFC_QUEUES};
+use anyhow::{anyhow, bail, Context, Result};
+use dataplane::config::Topology;
+use dataplane::host::{cc::CcKind, paths::HostGraph, StackConfig};
+use dataplane::units::{parse_rate, parse_time};
+use dataplane::workload::FlowSpec;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One cell of the matrix × seeds, in table order.
+pub(super) struct CellSpec {
+    pub(super) index: usize,
+    pub(super) params: BTreeMap<String, String>,
+    pub(super) seed: u64,
+    pub(super) label: String,
+}
+
+/// A cell made ready to run: its directory, its topology as the cell's settings patched it
+/// (written to `topology.toml`), its flows (`schedule.csv`), its congestion control and its
+/// queues per port.
+pub(super) struct CellSetup<'a> {
+    pub(super) spec: &'a CellSpec,
+    pub(super) dir: PathBuf,
+    pub(super) tpath: PathBuf,
+    pub(super) topo: Topology,
+    pub(super) sched: Vec<FlowSpec>,
+    pub(super) cc: CcKind,
+    pub(super) queues: Option<usize>,
+}
+
+/// An experiment file read and checked, with what every cell shares.
+pub(super) struct Plan {
+    pub(super) exp: ExpFile,
+    pub(super) fname: String,
+    pub(super) base: PathBuf,
+    pub(super) topo_path: PathBuf,
+    pub(super) topo_text: String,
+    pub(super) paths: Paths,
+    pub(super) cells: Vec<CellSpec>,
+    /// FNV-1a of the experiment, topology and workload files (after `duration` overrides).
+    pub(super) digest: String,
+    /// The traffic window, drain and sampling interval (after `duration` overrides).
+    pub(super) timing: Timing,
+}
+
+/// Reads and checks the experiment `file` (with `duration` and `seeds` replaced if given) and
+/// lists its cells.
+pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -> Result<Plan> {
+    let fname = file.display().to_string();
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {fname}"))?;
+    let mut exp: ExpFile = toml::from_str(&text).map_err(|e| anyhow!("{fname}: {e}"))?;
+    if let Some(d) = duration {
+        exp.duration = d.to_string();
+    }
+    if let Some(v) = seeds {
+        exp.seeds = v.to_vec();
+    }
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let topo_path = base.join(&exp.topology);
+    let topo_text = std::fs::read_to_string(&topo_path)
+        .with_context(|| format!("{fname}: topology: reading {}", topo_path.display()))?;
+    let timing = exp.timing(&fname)?;
+    let topo0 = Topology::load(&topo_path)?;
+    // Rates and delays do not change between cells.
+    let paths = path_params(&exp, &topo0, &fname)?;
+    for k in exp.matrix.keys() {
+        if !["scheme", "headroom", "lb", "cc", "queues", "load"].contains(&k.as_str()) {
+            bail!(
+                "{fname}: matrix.{k}: unknown setting (use scheme, headroom, lb, cc, queues, load)"
+            );
+        }
+    }
+    if exp.matrix.contains_key("load") && exp.workload.kind != "load" {
+        bail!("{fname}: matrix.load: only a `load` workload has an offered load");
+    }
+    for (i, e) in exp.exclude.iter().enumerate() {
+        if let Some(k) = e.keys().find(|k| !exp.matrix.contains_key(*k)) {
+            bail!("{fname}: exclude[{i}].{k}: not a matrix key");
+        }
+    }
+    if exp.seeds.is_empty() {
+        bail!("{fname}: seeds: give at least one seed");
+    }
+    let mut cells = Vec::new();
+    for params in cells_of(&exp.matrix)
+        .into_iter()
+        .filter(|p| !excluded(&exp, p))
+    {
+        for &seed in &exp.seeds {
+            cells.push(CellSpec {
+                index: cells.len(),
+                label: cell_label(&params, seed, exp.seeds.len()),
+                params: params.clone(),
+                seed,
+            });
+        }
+    }
+    // What a shard's results depend on: the files, not their paths (shards may run on
+    // machines that keep the repository elsewhere).
+    let mut h = Fnv::default();
+    h.field(text.as_bytes());
+    h.field(exp.duration.as_bytes());
+    if seeds.is_some() {
+        h.field(format!("{:?}", exp.seeds).as_bytes());
+    }
+    h.field(topo_text.as_bytes());
+    if let Some(c) = &exp.workload.cdf {
+        let p = base.join(c);
+        h.field(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?);
+    }
+    Ok(Plan {
+        digest: format!("{:016x}", h.0),
+        exp,
+        fname,
+        base,
+        topo_path,
+        topo_text,
+        paths,
+        cells,
+        timing,
+    })
+}
+
+/// 64-bit FNV-1a: a stable digest (std's hasher may change between Rust releases).
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    /// Hashes a length-prefixed field, so ("ab", "c") and ("a", "bc") differ.
+    fn field(&mut self, b: &[u8]) {
+        for &x in (b.len() as u64).to_le_bytes().iter().chain(b) {
+            self.0 ^= u64::from(x);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A cell directory's name inside the output directory.
+pub(super) fn cell_dir_name(label: &str) -> String {
+    label.replace([' ', '='], "_")
+}
+
+/// Every combination of the matrix values, in key order.
+fn cells_of(m: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, String>> {
+    let mut out = vec![BTreeMap::new()];
+    for (k, vs) in m {
+        let mut next = Vec::new();
+        for c in &out {
+            for v in vs {
+                let mut c2 = c.clone();
+                c2.insert(k.clone(), v.clone());
+                next.push(c2);
+            }
+        }
+        out = next;
+    }
+    out
+}
+
+/// Whether the cell with settings `p` matches an entry of the file's `exclude` (not run).
+fn excluded(exp: &ExpFile, p: &BTreeMap<String, String>) -> bool {
+    exp.exclude
+        .iter()
+        .any(|e| e.iter().all(|(k, v)| p.get(k) == Some(v)))
+}
+
+/// A cell's congestion control: matrix `cc`, else `host.cc`, else `window`.
+pub(super) fn cell_cc(exp: &ExpFile, p: &BTreeMap<String, String>) -> Result<CcKind> {
+    match p.get("cc").or(exp.host.cc.as_ref()) {
+        Some(c) => c.parse().map_err(|e| anyhow!("cc: {e}")),
+        None => Ok(CcKind::default()),
+    }
+}
+
+/// A cell's name: its settings, and its seed when the file has several.
+fn cell_label(p: &BTreeMap<String, String>, seed: u64, seeds: usize) -> String {
+    let mut s: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if seeds > 1 {
+        s.push(format!("seed={seed}"));
+    }
+    if s.is_empty() {
+        "base".into()
+    } else {
+        s.join(" ")
+    }
+}
+
+/// The cell's `queues` (per port, as the topology allows: 1..=127 data queues).
+pub(super) fn cell_queues(p: &BTreeMap<String, String>) -> Result<Option<usize>> {
+    match p.get("queues") {
+        Some(q) => match q.parse::<usize>() {
+            Ok(n) if (1..=127).contains(&n) => Ok(Some(n)),
+            _ => bail!("matrix.queues: `{q}`: a number of queues per port, 1 to 127"),
+        },
+        None => Ok(None),
+    }
+}
+
+/// The cell's `load` (a load workload's offered load per host, fraction of the NIC rate).
+pub(super) fn cell_load(p: &BTreeMap<String, String>) -> Result<Option<f64>> {
+    match p.get("load") {
+        Some(l) => match l.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.5 => Ok(Some(x)),
+            _ => bail!("matrix.load: `{l}`: an offered load in (0, 1.5]"),
+        },
+        None => Ok(None),
+    }
+}
+
+/// Applies a cell's settings to every switch of the topology text. BFC cells in virtual time
+/// also make the host NICs speak BFC unless `[sim]` already chooses how hosts take part.
+pub(super) fn patch_topology(
+    text: &str,
+    p: &BTreeMap<String, String>,
+    exp: &ExpFile,
+) -> Result<String> {
+    let prio = exp.workload.prio.unwrap_or(3);
+    let mut v: toml::Value = toml::from_str(text)?;
+    let scheme = p.get("scheme").map(String::as_str);
+    let bfc = match scheme {
+        None | Some("none" | "pfc") => false,
+        Some("bfc" | "bfc-stochastic" | "bfc-single") => true,
+        Some("aquarius") => true,
+        Some(o) => bail!(
+            "matrix.scheme: `{o}`: use none, pfc, bfc, bfc-stochastic, bfc-single or aquarius"
+        ),
+    };
+    let queues = cell_queues(p)?.map(|n| n as i64);
+    if let Some(h) = p.get("headroom") {
+        if !["sih", "dsh"].contains(&h.as_str()) {
+            bail!("matrix.headroom: `{h}`: use sih or dsh");
+        }
+    }
+    // Issue 18: the switches' path policy.
+    if let Some(lb) = p.get("lb") {
+        if !["ecmp", "drill", "conga", "proteus"].contains(&lb.as_str()) {
+            bail!("matrix.lb: `{lb}`: use ecmp, drill, conga or proteus");
+        }
+    }
+    let cc = cell_cc(exp, p)?;
+    let dctcp = cc == CcKind::Dctcp;
+    let switches = v
+        .get_mut("switch")
+        .and_then(|s| s.as_array_mut())
+        .ok_or_else(|| anyhow!("no [[switch]]"))?;
+    for sw in switches.iter_mut() {
+        let Some(t) = sw.as_table_mut() else { continue };
+        match scheme {
+            None => {}
+            Some("none") => {
+                t.remove("pfc");
+                t.remove("watchdog");
+                t.remove("scheme");
+            }
+            Some("pfc") => {
+                t.remove("scheme");
+                if !t.contains_key("pfc") {
+                    let mut pfc = toml::Table::new();
+                    pfc.insert("enable_mask".into(), toml::Value::Integer(1 << prio));
+                    t.insert("pfc".into(), toml::Value::Table(pfc));
+                }
+            }
+            Some(s) => {
+                // BFC alone: PFC's class-wide pauses would stop every dynamically assigned
+                // queue of the class.
+                t.remove("pfc");
+                t.remove("watchdog");
+                t.insert("scheme".into(), toml::Value::String(s.into()));
+            }
+        }
+        if let Some(h) = p.get("headroom") {
+            if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
+                b.insert("headroom_mode".into(), toml::Value::String(h.clone()));
+            }
+        }
+        if let Some(lb) = p.get("lb") {
+            t.insert("lb".into(), toml::Value::String(lb.clone()));
+        }
+        if let Some(n) = queues {
+            let d = t
+                .entry("defaults")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(d) = d.as_table_mut() {
+                d.insert("queues".into(), toml::Value::Integer(n));
+            }
+        }
+        if cc.uses_int() {
+            // HPCC's senders read the INT records every switch appends.
+            t.insert("int".into(), toml::Value::Boolean(true));
+        }
+        if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
+            if dctcp && !b.contains_key("ecn") {
+                // DCTCP §3.1: mark above one threshold K (HPCC's run.py: 30 KB per 10 Gbit/s).
+                let mut e = toml::Table::new();
+                e.insert("k_min_bytes".into(), toml::Value::Integer(30_000));
+                e.insert("k_max_bytes".into(), toml::Value::Integer(30_000));
+                e.insert("p_max".into(), toml::Value::Float(1.0));
+                e.insert("ref_rate_bps".into(), toml::Value::Integer(10_000_000_000));
+                b.insert("ecn".into(), toml::Value::Table(e));
+            }
+        }
+    }
+    if exp.mode == Mode::Virtual && scheme.is_some() {
+        let root = v
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("not a TOML table"))?;
+        let sim = root
+            .entry("sim")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let sim = sim
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("sim: not a table"))?;
+        if bfc {
+            // BFC hosts: the host stack's BFC mode (`dataplane::host::fabric::install` turns
+            // it on for NICs that honour BFC, with their queue count).
+            if !sim.contains_key("honor_bfc") && !sim.contains_key("inflight_cap") {
+                sim.insert("honor_bfc".into(), toml::Value::Boolean(true));
+            }
+            if let Some(n) = queues {
+                // The NIC has as many queues as the switch ports (BFC-8: 8 everywhere).
+                sim.insert("nic_bfc_queues".into(), toml::Value::Integer(n));
+            } else if !sim.contains_key("nic_bfc_queues") {
+                let q = exp.host.bfc_queues.unwrap_or(BFC_QUEUES);
+                sim.insert("nic_bfc_queues".into(), toml::Value::Integer(q as i64));
+            }
+        } else {
+            // A NIC pushing the BFC data shim toward a switch without BFC would confuse it.
+            sim.insert("honor_bfc".into(), toml::Value::Boolean(false));
+            if let Some(nics) = sim.get_mut("nic").and_then(|n| n.as_table_mut()) {
+                for (_, n) in nics.iter_mut() {
+                    if let Some(n) = n.as_table_mut() {
+                        n.remove("honor_bfc");
+                    }
+                }
+            }
+        }
+    }
+    Ok(toml::to_string(&v)?)
+}
+
+/// Line rate and base RTTs of an experiment's topology (the same in every cell).
+pub(super) struct Paths {
+    /// Line rate for ideal FCTs (the slowest host NIC, or `host.rate`).
+    pub(super) rate: u64,
+    /// Base RTT for default windows (and every ideal FCT with `host.base_rtt`): the longest
+    /// host-to-host path's, so a window of one BDP fills every path.
+    pub(super) rtt: u64,
+    /// Per source and destination host (see [`HostGraph::rtts`]).
+    pub(super) rtts: Vec<Vec<Option<u64>>>,
+    /// The first host's NIC rate (load workloads: the rate `load` is a fraction of).
+    pub(super) nic_rate: u64,
+}
+
+/// The rates and base RTTs of `topo` as `exp`'s hosts see them.
+fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
+    let g = HostGraph::new(&topo.resolve()?);
+    let rate = match &exp.host.rate {
+        Some(r) => parse_rate(r).map_err(|e| anyhow!("{f}: host.rate: {e}"))?,
+        None => g
+            .access
+            .iter()
+            .flatten()
+            .map(|&(r, _)| r)
+            .min()
+            .unwrap_or(1),
+    };
+    let mss = StackConfig::new(0, rate, 0).mss;
+    let (derived, rtts) = g.base_rtt(mss, rate);
+    let rtt = match &exp.host.base_rtt {
+        Some(s) => parse_time(s).map_err(|e| anyhow!("{f}: host.base_rtt: {e}"))?,
+        None => derived,
+    };
+    Ok(Paths {
+        rate,
+        rtt,
+        rtts,
+        nic_rate: g.access.iter().flatten().next().map_or(0, |&(r, _)| r),
+    })
+}
+
+#[cfg(test)]
+mod matrix_tests {
+    use super::*;
+
+    const EXP: &str = r#"
+name = "t"
+topology = "t.toml"
+mode = "virtual"
+duration = "1ms"
+[workload]
+kind = "load"
+cdf = "x.cdf"
+[matrix]
+scheme = ["bfc", "aquarius"]
+queues = ["32", "8"]
+[[exclude]]
+scheme = "aquarius"
+queues = "32"
+"#;
+
+    const TOPO: &str = r#"
+name = "t"
+[[switch]]
+name = "s1"
+defaults = { rate = "100Gbit", queues = 32 }
+pfc = { enable_mask = 8 }
+port = [{ name = "p1" }]
+"#;
+
+    /// `queues` sets every switch's queues per port and the BFC NICs' queues; `aquarius`
+    /// drops PFC and makes the hosts honour the schemes' signals; `exclude` removes cells.
+    #[test]
+    fn queues_aquarius_and_exclude() {
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let p = |s: &str, q: &str| {
+            BTreeMap::from([
+                ("scheme".to_string(), s.into()),
+                ("queues".into(), q.into()),
+            ])
+        };
+        let t: toml::Value =
+            toml::from_str(&patch_topology(TOPO, &p("aquarius", "8"), &exp).unwrap()).unwrap();
+        let sw = &t["switch"][0];
+        assert_eq!(sw["scheme"].as_str(), Some("aquarius"));
+        assert_eq!(sw["defaults"]["queues"].as_integer(), Some(8));
+        assert!(sw.get("pfc").is_none());
+        assert_eq!(t["sim"]["honor_bfc"].as_bool(), Some(true));
+        assert_eq!(t["sim"]["nic_bfc_queues"].as_integer(), Some(8));
+        assert!(patch_topology(TOPO, &p("bfc", "0"), &exp).is_err());
+        assert!(patch_topology(TOPO, &p("bfc", "128"), &exp).is_err());
+        assert!(patch_topology(TOPO, &p("bfc", "127"), &exp).is_ok());
+        // Real frames too: `xoff host --aquarius` honours the per-flow pauses.
+        let real = ExpFile {
+            mode: Mode::Real,
+            ..exp.clone()
+        };
+        assert!(patch_topology(TOPO, &p("aquarius", "8"), &real).is_ok());
+        assert_eq!(cell_queues(&p("aquarius", "8")).unwrap(), Some(8));
+        let cells: Vec<_> = cells_of(&exp.matrix)
+            .into_iter()
+            .filter(|c| !excluded(&exp, c))
+            .collect();
+        assert_eq!(cells.len(), 3);
+        assert!(!cells.contains(&p("aquarius", "32")));
+    }
+
+    /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.
+    #[test]
+    fn load_and_conga() {
+        let l = |v: &str| BTreeMap::from([("load".to_string(), v.to_string())]);
+        assert_eq!(cell_load(&l("0.397")).unwrap(), Some(0.397));
+        assert_eq!(cell_load(&BTreeMap::new()).unwrap(), None);
+        for bad in ["0", "1.6", "x", "-0.2"] {
+            assert!(cell_load(&l(bad)).is_err(), "{bad}");
+        }
+        let exp: ExpFile = toml::from_str(EXP).unwrap();
+        let lb = BTreeMap::from([("lb".to_string(), "conga".to_string())]);
+        let t: toml::Value = toml::from_str(&patch_topology(TOPO, &lb, &exp).unwrap()).unwrap();
+        assert_eq!(t["switch"][0]["lb"].as_str(), Some("conga"));
+        let bad = BTreeMap::from([("lb".to_string(), "hermes".to_string())]);
+        assert!(patch_topology(TOPO, &bad, &exp).is_err());
+    }
+}
