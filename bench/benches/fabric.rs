@@ -113,7 +113,9 @@ fn main() {
     for (i, a) in args.iter().enumerate() {
         let next = args.get(i + 1);
         match a.as_str() {
-            "--duration-us" => duration_us = next.and_then(|v| v.parse().ok()).unwrap_or(duration_us),
+            "--duration-us" => {
+                duration_us = next.and_then(|v| v.parse().ok()).unwrap_or(duration_us)
+            }
             "--runs" => runs = next.and_then(|v| v.parse().ok()).unwrap_or(runs).max(1),
             "--only" => only = next.cloned(),
             "--no-ns3" => ns3 = false,

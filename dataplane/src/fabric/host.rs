@@ -32,6 +32,8 @@ pub use crate::wire::data::{
 pub struct Nic {
     pub link: Link,
     queues: [VecDeque<(FrameId, u32)>; 8],
+    /// Bit `c` set: priority `c`'s queue holds a frame.
+    nonempty: u8,
     len: usize,
     rr: usize,
     /// Frames the queues hold at most (all priorities together).
@@ -68,6 +70,7 @@ impl Nic {
         Nic {
             link: Link::new(rate_bps, delay_ps, 0),
             queues: Default::default(),
+            nonempty: 0,
             len: 0,
             rr: 0,
             limit,
@@ -93,6 +96,7 @@ impl Nic {
 
     pub(crate) fn push(&mut self, prio: u8, frame: FrameId, len: u32) {
         self.queues[usize::from(prio & 7)].push_back((frame, len));
+        self.nonempty |= 1 << (prio & 7);
         self.len += 1;
     }
 
@@ -109,12 +113,20 @@ impl Nic {
                 return Some((f, len));
             }
         }
-        for i in 0..8 {
-            let c = (self.rr + i) % 8;
-            if !self.queues[c].is_empty() && self.paused_until[c] <= now {
+        // Round robin from `rr` over the non-empty priorities that are not paused.
+        let mut m = self.nonempty.rotate_right(self.rr as u32);
+        while m != 0 {
+            let c = (self.rr + m.trailing_zeros() as usize) % 8;
+            m &= m - 1;
+            if self.paused_until[c] <= now {
                 self.rr = (c + 1) % 8;
                 self.len -= 1;
-                return self.queues[c].pop_front();
+                let q = &mut self.queues[c];
+                let head = q.pop_front();
+                if q.is_empty() {
+                    self.nonempty &= !(1 << c);
+                }
+                return head;
             }
         }
         None
@@ -175,10 +187,14 @@ impl Nic {
         if self.len > 0 {
             // Eligible now (link permitting), or when the earliest pause of a non-empty
             // priority lapses.
-            let ready = (0..8)
-                .filter(|&c| !self.queues[c].is_empty())
-                .map(|c| self.paused_until[c].max(now))
-                .min();
+            let mut ready = None::<u64>;
+            let mut m = self.nonempty;
+            while m != 0 {
+                let c = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = self.paused_until[c].max(now);
+                ready = Some(ready.map_or(r, |x| x.min(r)));
+            }
             if let Some(r) = ready {
                 upd(r.max(self.link.free_at()));
             }

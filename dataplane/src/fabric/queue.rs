@@ -87,7 +87,11 @@ impl<T: Copy> EventQueue<T> {
     /// be before the last event popped.
     #[inline]
     pub fn push(&mut self, t: u64, item: T) {
-        assert!(t >= self.floor, "event at {t} ps scheduled before {} ps", self.floor);
+        assert!(
+            t >= self.floor,
+            "event at {t} ps scheduled before {} ps",
+            self.floor
+        );
         self.seq += 1;
         self.len += 1;
         let key = (u128::from(t) << 64) | u128::from(self.seq);
@@ -268,8 +272,8 @@ impl<T: Copy> Heap<T> {
 mod tests {
     use super::*;
     use crate::fabric::rng::Rng;
-    use std::collections::BinaryHeap;
     use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
 
     #[test]
     fn pops_in_time_then_insertion_order() {
