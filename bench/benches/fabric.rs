@@ -9,9 +9,12 @@
 //! Beside each, the same scenario in ns-3 (`bench/ns3/run.py`: ns-3 from PyPI, installed on
 //! first use, its PointToPoint links and IPv4 routers), run alternately with xoff so both see
 //! the same machine; skipped with a message when ns-3 cannot be installed or `--no-ns3`.
+//! ns-3 needs about 15 minutes for 2 ms of the 128-host fabric here (its global routing scans
+//! every route per packet), so there it runs once, over a quarter of the window
+//! (`--ns3-runs-128`, `--ns3-window-128-us` change that); packet-hops/s is a rate either way.
 //!
 //! Run: `cargo bench -p bench --bench fabric` (optionally `-- --duration-us 2000 --runs 5
-//! --no-ns3 --only leafspine16`).
+//! --no-ns3 --only leafspine16 --ns3-runs-128 1 --ns3-window-128-us 500`).
 
 use dataplane::fabric::{Fabric, FabricOptions};
 use std::path::{Path, PathBuf};
@@ -109,6 +112,8 @@ fn main() {
     let mut runs = 5usize;
     let mut ns3 = true;
     let mut only: Option<String> = None;
+    let mut ns3_runs_128: Option<usize> = None;
+    let mut ns3_window_128: Option<u64> = None;
     let args: Vec<String> = std::env::args().collect();
     for (i, a) in args.iter().enumerate() {
         let next = args.get(i + 1);
@@ -119,16 +124,29 @@ fn main() {
             "--runs" => runs = next.and_then(|v| v.parse().ok()).unwrap_or(runs).max(1),
             "--only" => only = next.cloned(),
             "--no-ns3" => ns3 = false,
+            "--ns3-runs-128" => ns3_runs_128 = next.and_then(|v| v.parse().ok()),
+            "--ns3-window-128-us" => ns3_window_128 = next.and_then(|v| v.parse().ok()),
             _ => {}
         }
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let scenarios: Vec<(&str, PathBuf)> = [
-        ("leafspine16", root.join("deploy/sim/leafspine.toml")),
-        ("leafspine128", root.join("bench/sim/leafspine128.toml")),
+    // (name, file, ns-3's window in us, ns-3 runs)
+    let scenarios: Vec<(&str, PathBuf, u64, usize)> = [
+        (
+            "leafspine16",
+            root.join("deploy/sim/leafspine.toml"),
+            duration_us,
+            runs,
+        ),
+        (
+            "leafspine128",
+            root.join("bench/sim/leafspine128.toml"),
+            ns3_window_128.unwrap_or(duration_us / 4).max(1),
+            ns3_runs_128.unwrap_or(1),
+        ),
     ]
     .into_iter()
-    .filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n))
+    .filter(|(n, ..)| only.as_deref().is_none_or(|o| o == *n))
     .collect();
     let script = root.join("bench/ns3/run.py");
     let ns3 = ns3 && ns3_setup(&script);
@@ -139,12 +157,12 @@ fn main() {
     let mut other = vec![Vec::new(); scenarios.len()];
     // Alternate: every round runs each scenario in xoff, then in ns-3.
     for run in 0..runs {
-        for (i, (name, path)) in scenarios.iter().enumerate() {
+        for (i, (name, path, ns3_us, ns3_runs)) in scenarios.iter().enumerate() {
             let (r, line) = xoff_run(name, path, duration_us);
             println!("run {run}: {line}");
             xoff[i].push(r);
-            if ns3 {
-                match ns3_run(&script, path, duration_us) {
+            if ns3 && run < *ns3_runs {
+                match ns3_run(&script, path, *ns3_us) {
                     Some((r, line)) => {
                         println!("run {run}: {line}");
                         other[i].push(r);
@@ -161,13 +179,16 @@ fn main() {
         "ns-3 M packet-hops/s",
         "xoff/ns-3"
     );
-    for (i, (name, _)) in scenarios.iter().enumerate() {
+    for (i, (name, ..)) in scenarios.iter().enumerate() {
         let x = median(&xoff[i]);
         let (n, ratio) = if other[i].is_empty() {
             ("-".to_string(), "-".to_string())
         } else {
             let n = median(&other[i]);
-            (format!("{:.3}", n / 1e6), format!("{:.1}x", x / n))
+            (
+                format!("{:.4} (median of {})", n / 1e6, other[i].len()),
+                format!("{:.1}x", x / n),
+            )
         };
         println!(
             "{:<14} {:>28} {:>28} {:>10}",

@@ -56,10 +56,11 @@ def skip(why):
 
 
 def ns3_root():
+    # Isolated (-I) and from WORK: run from bench/, `ns3` would find this directory.
     py = VENV / "bin" / "python"
     out = subprocess.run(
-        [str(py), "-c", "import importlib.util as u; print(u.find_spec('ns3').submodule_search_locations[0])"],
-        capture_output=True, text=True)
+        [str(py), "-I", "-c", "import importlib.util as u; print(u.find_spec('ns3').submodule_search_locations[0])"],
+        capture_output=True, text=True, cwd=WORK)
     if out.returncode != 0:
         return None
     return Path(out.stdout.strip())
@@ -211,14 +212,14 @@ def main():
     sp.write_text(text)
     rates = []
     for i in range(a.runs):
-        r = subprocess.run([str(b), str(sp), "--scheduler", a.scheduler],
-                           capture_output=True, text=True)
+        cmd = [str(b), str(sp), "--scheduler", a.scheduler]
+        r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             skip(f"the scenario failed: {r.stderr.strip()[-500:]}")
         line = r.stdout.strip().splitlines()[-1]
-        print(f"{line} (run {i}: {b.name} {sp.name})", flush=True)
+        print(f"{line} (run {i}: {' '.join(cmd)})", flush=True)
         rates.append(float(re.search(r"= ([0-9.]+) M packet-hops/s", line).group(1)))
-    print(f"ns-3 {NS3_VERSION} {Path(a.file).stem}: median {statistics.median(rates):.3f} "
+    print(f"ns-3 {NS3_VERSION} {Path(a.file).stem}: median {statistics.median(rates):.4f} "
           f"M packet-hops/s over {a.runs} runs")
 
 

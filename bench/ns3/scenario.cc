@@ -215,7 +215,7 @@ main(int argc, char* argv[])
     uint64_t now = Simulator::Now().GetPicoSeconds();
     uint64_t events = Simulator::GetEventCount();
     Simulator::Destroy();
-    std::printf("ns-3 %s: %.0f us virtual, %llu packet-hops, %llu events in %.3f s wall = %.2f M "
+    std::printf("ns-3 %s: %.0f us virtual, %llu packet-hops, %llu events in %.3f s wall = %.4f M "
                 "packet-hops/s\n",
                 scheduler.c_str(),
                 now / 1e6,
