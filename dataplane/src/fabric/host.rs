@@ -32,6 +32,8 @@ pub use crate::wire::data::{
 pub struct Nic {
     pub link: Link,
     queues: [VecDeque<(FrameId, u32)>; 8],
+    /// Bit `c` set: priority `c`'s queue holds a frame.
+    nonempty: u8,
     len: usize,
     rr: usize,
     /// Frames the queues hold at most (all priorities together).
@@ -68,6 +70,7 @@ impl Nic {
         Nic {
             link: Link::new(rate_bps, delay_ps, 0),
             queues: Default::default(),
+            nonempty: 0,
             len: 0,
             rr: 0,
             limit,
@@ -93,6 +96,7 @@ impl Nic {
 
     pub(crate) fn push(&mut self, prio: u8, frame: FrameId, len: u32) {
         self.queues[usize::from(prio & 7)].push_back((frame, len));
+        self.nonempty |= 1 << (prio & 7);
         self.len += 1;
     }
 
@@ -109,12 +113,20 @@ impl Nic {
                 return Some((f, len));
             }
         }
-        for i in 0..8 {
-            let c = (self.rr + i) % 8;
-            if !self.queues[c].is_empty() && self.paused_until[c] <= now {
+        // Round robin from `rr` over the non-empty priorities that are not paused.
+        let mut m = self.nonempty.rotate_right(self.rr as u32);
+        while m != 0 {
+            let c = (self.rr + m.trailing_zeros() as usize) % 8;
+            m &= m - 1;
+            if self.paused_until[c] <= now {
                 self.rr = (c + 1) % 8;
                 self.len -= 1;
-                return self.queues[c].pop_front();
+                let q = &mut self.queues[c];
+                let head = q.pop_front();
+                if q.is_empty() {
+                    self.nonempty &= !(1 << c);
+                }
+                return head;
             }
         }
         None
@@ -175,10 +187,14 @@ impl Nic {
         if self.len > 0 {
             // Eligible now (link permitting), or when the earliest pause of a non-empty
             // priority lapses.
-            let ready = (0..8)
-                .filter(|&c| !self.queues[c].is_empty())
-                .map(|c| self.paused_until[c].max(now))
-                .min();
+            let mut ready = None::<u64>;
+            let mut m = self.nonempty;
+            while m != 0 {
+                let c = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = self.paused_until[c].max(now);
+                ready = Some(ready.map_or(r, |x| x.min(r)));
+            }
             if let Some(r) = ready {
                 upd(r.max(self.link.free_at()));
             }
@@ -216,6 +232,12 @@ impl HostCtx<'_> {
     /// Queues `frame` on the NIC. If the queue is full (or the frame's flow is at the NIC's
     /// in-flight cap) the frame is freed and `false` returned.
     pub fn send(&mut self, frame: FrameId, len: u32) -> bool {
+        self.send_as(frame, len, None)
+    }
+
+    /// [`HostCtx::send`] of a frame whose NIC priority the caller read from the same headers
+    /// before (`prio`: what [`nic_prio`] gives for this frame), so it is not parsed again.
+    fn send_as(&mut self, frame: FrameId, len: u32, prio: Option<u8>) -> bool {
         if let Some(cap) = self.nic.inflight_cap {
             let data = &self.mem.data(frame)[..len as usize];
             let inflight = DataHeader::parse(data)
@@ -242,17 +264,7 @@ impl HostCtx<'_> {
             return true;
         }
         if self.can_send() {
-            // The NIC queues by priority, read from the frame as a switch would (PCP, else
-            // DSCP >> 3).
-            let prio = crate::parse::parse(&self.mem.data(frame)[..len as usize])
-                .map(|m| {
-                    let dscp = match m.l3 {
-                        crate::parse::L3::Ip { dscp, .. } => Some(dscp >> 3),
-                        crate::parse::L3::None => None,
-                    };
-                    m.pcp.or(dscp).unwrap_or(0)
-                })
-                .unwrap_or(0);
+            let prio = prio.unwrap_or_else(|| nic_prio(&self.mem.data(frame)[..len as usize]));
             self.nic.push(prio, frame, len);
             true
         } else {
@@ -266,6 +278,19 @@ impl HostCtx<'_> {
     pub fn set_timer(&mut self, at: u64, token: u64) {
         self.timers.push((at.max(self.now), token));
     }
+}
+
+/// The NIC queue of a frame: its priority read as a switch would (PCP, else DSCP >> 3).
+fn nic_prio(frame: &[u8]) -> u8 {
+    crate::parse::parse(frame)
+        .map(|m| {
+            let dscp = match m.l3 {
+                crate::parse::L3::Ip { dscp, .. } => Some(dscp >> 3),
+                crate::parse::L3::None => None,
+            };
+            m.pcp.or(dscp).unwrap_or(0)
+        })
+        .unwrap_or(0)
 }
 
 /// A host's behaviour in the fabric.
@@ -324,6 +349,9 @@ pub struct Source {
     period_end: u64,
     /// Headers of a full-size frame, prebuilt.
     hdr: Vec<u8>,
+    /// NIC priority of a full-size frame (read once from the prebuilt frame: every full-size
+    /// frame has the same headers).
+    prio: u8,
 }
 
 impl Source {
@@ -344,6 +372,7 @@ impl Source {
         let mut full = vec![0u8; pkt as usize];
         tmpl.emit_headers(&mut full, pkt as usize);
         hdr.copy_from_slice(&full[..tmpl.payload_off()]);
+        let prio = nic_prio(&full);
         Source {
             flow,
             tmpl,
@@ -357,6 +386,7 @@ impl Source {
             seq: 0,
             period_end: u64::MAX,
             hdr,
+            prio,
         }
     }
 
@@ -416,7 +446,7 @@ impl Source {
                     };
                     h.emit(&mut d[off..off + DATA_HEADER_LEN]);
                 });
-                ctx.send(f, len)
+                ctx.send_as(f, len, (len == self.pkt).then_some(self.prio))
             })
         } else {
             None

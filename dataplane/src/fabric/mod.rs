@@ -366,20 +366,24 @@ impl Fabric {
 
     /// Marks the ports of switch `s` that got work as dirty and (re)arms its flow-control
     /// timer (PFC refresh, watchdog).
+    #[inline]
     fn take_fc(&mut self, s: u32) {
-        let mut touched = std::mem::take(&mut self.out.touched);
-        for &p in &touched {
-            self.mark_dirty(s, p);
-        }
-        touched.clear();
-        self.out.touched = touched;
-        let node_timer = self.nodes[s as usize].egress.next_timer();
-        if let Some(t) = node_timer {
-            let t = t.max(self.clock.now() + 1);
-            if t < self.nodes[s as usize].timer {
-                self.nodes[s as usize].timer = t;
-                self.push(t, Ev::Ctrl(s));
+        let node = &mut self.nodes[s as usize];
+        for &p in &self.out.touched {
+            let d = &mut node.dirty[usize::from(p)];
+            if !*d {
+                *d = true;
+                self.dirty.push((s, p));
             }
+        }
+        self.out.touched.clear();
+        let Some(t) = next_timer(&node.egress) else {
+            return;
+        };
+        let t = t.max(self.clock.now() + 1);
+        if t < node.timer {
+            node.timer = t;
+            self.heap.push(t, Ev::Ctrl(s));
         }
     }
 
@@ -552,6 +556,19 @@ impl Fabric {
                 })
                 .collect(),
         }
+    }
+}
+
+/// [`Switch::next_timer`], without walking the scheme list of a switch that runs no scheme
+/// or only PFC (most switches of most runs: this is asked after every receive and service).
+#[inline]
+fn next_timer(sw: &Switch) -> Option<u64> {
+    let schemes = sw.schemes();
+    if schemes.per_packet() {
+        sw.next_timer()
+    } else {
+        // No path or queue scheme: the PFC scheme's deadline is the switch's.
+        schemes.pfc().and_then(|p| p.next_deadline())
     }
 }
 
