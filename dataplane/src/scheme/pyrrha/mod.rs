@@ -12,7 +12,11 @@
 //! the host-edge fallback. IQs are single-tier with order marks (App. C, the default) or the
 //! two-level HIQ of §4.3 (`iq_mode = "two-level"`): the port's scheduler picking an IQ moves
 //! its head on to the next level ([`PyrrhaScheme::hiq_next`]) instead of the wire.
+//!
+//! [`incast_mix`] is the §6 incast-mix experiment (Fig. 11) the fidelity test and `xoff repro
+//! pyrrha` run.
 
+pub mod incast_mix;
 pub mod path;
 
 use super::{ControlFrame, PortView};
