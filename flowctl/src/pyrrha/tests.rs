@@ -5,8 +5,13 @@ use std::collections::VecDeque;
 const BDP: u64 = 1000;
 const ME: u16 = 7;
 
-/// A switch with `n` ports of 8 queues: queue 0 is the OQ, `iqs` the IQs.
+/// A switch with `n` ports of 8 queues: queue 0 is the OQ, `iqs` the IQs (single-tier).
 fn switch(n: usize, iqs: &[u8]) -> Pyrrha {
+    switch_in(IqMode::SingleTier, n, iqs)
+}
+
+/// [`switch`] with IQs organised as `mode` says.
+fn switch_in(mode: IqMode, n: usize, iqs: &[u8]) -> Pyrrha {
     let ports: Vec<PyrrhaPort> = (0..n)
         .map(|_| PyrrhaPort {
             bdp_bytes: BDP,
@@ -14,7 +19,11 @@ fn switch(n: usize, iqs: &[u8]) -> Pyrrha {
             queues: 8,
         })
         .collect();
-    Pyrrha::new(PyrrhaConfig::default(), ME, &ports).unwrap()
+    let cfg = PyrrhaConfig {
+        iq_mode: mode,
+        ..PyrrhaConfig::default()
+    };
+    Pyrrha::new(cfg, ME, &ports).unwrap()
 }
 
 fn msgs(p: &mut Pyrrha) -> Vec<(u16, Msg)> {
@@ -378,18 +387,7 @@ fn an_iq_whose_packet_was_dropped_is_reclaimed_when_a_new_one_is_needed() {
 // ---- two-level HIQ (§4.3) -------------------------------------------------------------
 
 fn hiq_switch(n: usize, iqs: &[u8]) -> Pyrrha {
-    let ports: Vec<PyrrhaPort> = (0..n)
-        .map(|_| PyrrhaPort {
-            bdp_bytes: BDP,
-            iqs: iqs.to_vec(),
-            queues: 8,
-        })
-        .collect();
-    let cfg = PyrrhaConfig {
-        iq_mode: IqMode::TwoLevel,
-        ..PyrrhaConfig::default()
-    };
-    Pyrrha::new(cfg, ME, &ports).unwrap()
+    switch_in(IqMode::TwoLevel, n, iqs)
 }
 
 const A1: RootId = RootId::new(20, 1);
@@ -470,10 +468,7 @@ fn hiq_soft_merging_iq_splits_into_the_real_roots_iq_and_the_oq() {
 /// packets were moved.
 fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
     const C2: RootId = RootId::new(40, 3);
-    let mut p = match mode {
-        IqMode::SingleTier => switch(3, &[1, 2, 3, 4, 5, 6, 7]),
-        IqMode::TwoLevel => hiq_switch(3, &[1, 2, 3, 4, 5, 6, 7]),
-    };
+    let mut p = switch_in(mode, 3, &[1, 2, 3, 4, 5, 6, 7]);
     let flows = [
         path(1, &[(1, A1), (2, B2)]),
         path(1, &[(1, A1), (2, C2)]),
@@ -551,7 +546,6 @@ fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
         }
         p.drain_msgs().for_each(drop);
     }
-    let left: usize = q.iter().map(|x| x.len()).sum();
     (sent, moved)
 }
 

@@ -254,6 +254,26 @@ mod tests {
     use flowctl::pyrrha::{Msg, RootId};
     use std::path::Path;
 
+    /// A 1000-byte UDP frame h1 → h2 of `TOPO` (priority 3), its last byte `seq`.
+    fn data_frame(r: &crate::config::ResolvedTopology, seq: u8) -> Vec<u8> {
+        let h1 = &r.hosts[0];
+        let tmpl = FrameTemplate {
+            src_mac: h1.mac,
+            dst_mac: h1.peer_mac.unwrap(),
+            src_ip: h1.ip,
+            dst_ip: r.hosts[1].ip,
+            sport: 1000,
+            dport: 4791,
+            prio: 3,
+            vlan: false,
+            ecn: false,
+        };
+        let mut f = vec![0u8; 1000];
+        tmpl.emit_headers(&mut f, 1000);
+        f[999] = seq;
+        f
+    }
+
     /// h1 - s1 - s2 - h2; s1 runs Pyrrha. The root is s2's port toward h2.
     const TOPO: &str = r#"
 [[switch]]
@@ -314,23 +334,7 @@ b = "s2:h"
         let mut mem = HeapMem::new(64, 2048);
         let (s2, h) = r.port_of("s2", "h").unwrap();
         let root = RootId::new(s2 as u16, h);
-        let h1 = &r.hosts[0];
-        let frame = {
-            let tmpl = FrameTemplate {
-                src_mac: h1.mac,
-                dst_mac: h1.peer_mac.unwrap(),
-                src_ip: h1.ip,
-                dst_ip: r.hosts[1].ip,
-                sport: 1000,
-                dport: 4791,
-                prio: 3,
-                vlan: false,
-                ecn: false,
-            };
-            let mut f = vec![0u8; 1000];
-            tmpl.emit_headers(&mut f, 1000);
-            f
-        };
+        let frame = data_frame(&r, 0);
         // Uncongested: the OQ.
         receive(&mut sw, &mut mem, 0, &frame, 0);
         assert_eq!(sw.queue_bytes(1, 0), 1000);
@@ -392,24 +396,7 @@ b = "s2:h"
         let mut mem = HeapMem::new(64, 2048);
         let (s2, h) = r.port_of("s2", "h").unwrap();
         let root = RootId::new(s2 as u16, h);
-        let h1 = &r.hosts[0];
-        let frame = |seq: u8| {
-            let tmpl = FrameTemplate {
-                src_mac: h1.mac,
-                dst_mac: h1.peer_mac.unwrap(),
-                src_ip: h1.ip,
-                dst_ip: r.hosts[1].ip,
-                sport: 1000,
-                dport: 4791,
-                prio: 3,
-                vlan: false,
-                ecn: false,
-            };
-            let mut f = vec![0u8; 1000];
-            tmpl.emit_headers(&mut f, 1000);
-            f[999] = seq;
-            f
-        };
+        let frame = |seq: u8| data_frame(&r, seq);
         // The wire is busy with packet 0 (OQ); packet 1 arrives after the PAUSE: IQ 1.
         receive(&mut sw, &mut mem, 0, &frame(0), 0);
         let pause = signal(Msg::Pause { root, hops: 1 });
