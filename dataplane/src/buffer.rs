@@ -30,13 +30,14 @@ pub struct BufReq {
 }
 
 impl BufReq {
-    /// The request that gives back what `pkt` holds in (`out_port`, `queue`) as it leaves.
-    pub fn leaving(pkt: &crate::frame::Pkt, out_port: usize, queue: usize) -> Self {
+    /// The request that gives back what `pkt` holds in `out_port` as it leaves: in the queue
+    /// it was admitted to (`pkt.queue`; a two-level HIQ may have moved it since).
+    pub fn leaving(pkt: &crate::frame::Pkt, out_port: usize) -> Self {
         BufReq {
             in_port: usize::from(pkt.in_port),
             prio: usize::from(pkt.prio),
             out_port,
-            queue,
+            queue: usize::from(pkt.queue),
             bytes: pkt.len,
             ecn_capable: pkt.ect,
             queue_bytes: 0,

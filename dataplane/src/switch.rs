@@ -401,8 +401,14 @@ impl Switch {
             let mut pick = Some(first);
             while let Some(k) = pick {
                 let pkt = eg.qs.take(k);
-                let wire_len = d.depart(eg, mem, &pkt, k.data(), now);
-                eg.shape(&pkt, wire_len, now);
+                if let Some(q) = k.data().filter(|&q| d.schemes.hiq_moves(p, q)) {
+                    // A two-level HIQ's IQ: its head moves on to the next level, not to the
+                    // wire.
+                    d.hiq_move(eg, pkt, q, now);
+                } else {
+                    let wire_len = d.depart(eg, mem, &pkt, k.data(), now);
+                    eg.shape(&pkt, wire_len, now);
+                }
                 pick = eg.schedule(pause, now, idle_seen);
             }
         }

@@ -6,7 +6,8 @@
 //! each data frame's NIC queue, and Xoff signal frames pausing and resuming single queues
 //! (counted in `counters.signals_rx`, `pauses_rx`, `resumes_rx`). That NIC also honours
 //! Aquarius's per-flow FLOW PAUSE / FLOW RESUME (`--aquarius`: the same NIC, 8 queues by
-//! default). `--cc` picks the flows'
+//! default). `--pyrrha` honours Pyrrha's PAUSE per congestion root (`counters.pauses_rx`,
+//! `resumes_rx`, `merges_rx`). `--cc` picks the flows'
 //! congestion control (DCQCN, DCTCP, HPCC; `counters.ce_rx`, `cnp_tx`, `ece_rx`, `cnp_rx`
 //! count the ECN feedback).
 
@@ -75,6 +76,12 @@ pub struct HostArgs {
     /// to a reserved NIC queue that is paused, and the flows sharing its queue keep sending.
     #[arg(long)]
     pub aquarius: bool,
+    /// Honour Pyrrha's PAUSE / RESUME / MERGE per congestion root (§4.4; the switch needs
+    /// `[switch.pyrrha] hosts = true`): the stack computes each flow's path as the switches
+    /// do (from the topology file) and holds exactly the flows whose path crosses a paused
+    /// root, in 32 NIC queues (the OQ and 31 IQs); the others keep sending.
+    #[arg(long)]
+    pub pyrrha: bool,
     /// Congestion control of this host's flows: none, window (the fixed per-flow window,
     /// default), dcqcn, dctcp or hpcc (`dataplane::host::cc`). DCQCN and DCTCP send data
     /// ECN-capable and need ECN-marking switches; HPCC needs switches that append INT.
@@ -121,6 +128,30 @@ pub fn host_infos(topo: &Topology) -> Result<Vec<HostInfo>> {
             )
         })
         .collect())
+}
+
+/// The Pyrrha NIC of host `me`: its switch must run Pyrrha (whose path model it shares).
+fn pyrrha_nic(topo: &Topology, me: usize) -> Result<dataplane::host::pyrrha::PyrrhaNicConfig> {
+    let r = topo.resolve()?;
+    let (sw, _) = r.hosts[me].port().ok_or_else(|| {
+        anyhow!(
+            "--pyrrha: host `{}` is linked to no switch",
+            r.hosts[me].name
+        )
+    })?;
+    let spec = &r.switches[sw as usize].spec;
+    let p = spec.pyrrha.as_ref().ok_or_else(|| {
+        anyhow!(
+            "--pyrrha: switch `{}` (host `{}`'s) does not run Pyrrha",
+            spec.name,
+            r.hosts[me].name
+        )
+    })?;
+    Ok(dataplane::host::pyrrha::PyrrhaNicConfig {
+        model: p.model.clone(),
+        tor: sw as u16,
+        queues: dataplane::host::fabric::PYRRHA_NIC_QUEUES,
+    })
 }
 
 /// Wall-clock time in ns since the Unix epoch (the shared start instant of a testbed's hosts).
@@ -170,6 +201,12 @@ pub fn run(a: HostArgs) -> Result<i32> {
         (true, 0) => 8,
         (_, n) => n,
     };
+    if a.pyrrha {
+        if cfg.bfc_queues > 0 {
+            bail!("--pyrrha: the NIC speaks one scheme (not with --bfc-queues or --aquarius)");
+        }
+        cfg.pyrrha = Some(pyrrha_nic(&topo, me)?);
+    }
     cfg.cc = a.cc.parse().map_err(|e| anyhow!("--cc: {e}"))?;
     if a.dcqcn_time_scale == 0 {
         bail!("--dcqcn-time-scale: 0 (1 is the paper's timers)");

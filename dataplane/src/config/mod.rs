@@ -292,6 +292,12 @@ pub struct PyrrhaSettings {
     pub iq_mode: flowctl::pyrrha::IqMode,
     /// One-hop BDP (default per port: rate × 2 × its delay, at least one full frame).
     pub hop_bdp: Option<Size>,
+    /// Send PAUSE / RESUME / MERGE to the hosts linked to this switch too (§4.4
+    /// "Cooperation on end-hosts"): their NICs hold exactly the flows that cross a paused
+    /// root (`xoff host --pyrrha`; fabric host stacks do so by themselves). Default false:
+    /// hosts get no Pyrrha signal and PFC, if configured, is the host-edge fallback.
+    #[serde(default)]
+    pub hosts: bool,
 }
 // --- end Pyrrha ---
 /// `[switch.aquarius]`: Aquarius parameters. Defaults: BFC's table (100 × queues) and HRTT

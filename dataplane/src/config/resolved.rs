@@ -323,7 +323,11 @@ impl ResolvedTopology {
             let signal = sw
                 .peers
                 .iter()
-                .map(|e| matches!(*e, Peer::Port(x, _) if runs(x)))
+                .map(|e| match *e {
+                    Peer::Port(x, _) => runs(x),
+                    Peer::Host(_) => d.hosts,
+                    _ => false,
+                })
                 .collect();
             let switch_id =
                 u16::try_from(si).map_err(|_| err("-", "more than 65535 switches".into()))?;

@@ -290,7 +290,7 @@ impl<'a> Builder<'a> {
             }
         }
         if !cc.specs.is_empty() {
-            cc.base_rtt_ps = self.cc_checks(&cc, hosts)?;
+            cc.base_rtt_ps = self.cc_checks(&cc)?;
         }
         for (h, m) in hosts.iter_mut().zip(models) {
             h.model = Box::new(m);
@@ -462,7 +462,7 @@ impl<'a> Builder<'a> {
     /// host-to-host path's, as `xoff experiment` derives it): HPCC flows need INT on every
     /// switch their packets may cross. `xoff experiment` turns `int` on at every switch of an
     /// `hpcc` cell; here the topology is the user's, so a missing one is an error.
-    fn cc_checks(&self, cc: &CcPlan, hosts: &mut [HostNode]) -> Result<u64, FabricError> {
+    fn cc_checks(&self, cc: &CcPlan) -> Result<u64, FabricError> {
         let g = HostGraph::new(self.r);
         let mss = StackConfig::new(0, 1, 0).mss;
         for s in &cc.specs {
@@ -482,13 +482,6 @@ impl<'a> Builder<'a> {
                         ),
                     ));
                 }
-            }
-        }
-        // A stack host honours PFC in its own per-priority queues (as in `xoff experiment`);
-        // the fabric NIC must pass the frames on rather than pause its FIFO.
-        for (h, n) in hosts.iter_mut().enumerate() {
-            if cc.on[h] {
-                n.nic.honor_pfc = false;
             }
         }
         Ok(g.base_rtt(mss, 1).0)

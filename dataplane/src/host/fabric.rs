@@ -1,7 +1,8 @@
 //! The host stack as a virtual-time fabric [`HostModel`].
 //!
 //! The stack paces at the NIC rate, so the fabric NIC's FIFO holds at most about one frame.
-//! For the stack to see PFC frames, leave the fabric NIC's own `honor_pfc` off (the default).
+//! The stack honours PFC itself: [`install_on`] turns the fabric NIC's own `honor_pfc` off
+//! (`[sim] honor_pfc` may have set it), so PFC frames reach the stack.
 //! BFC (`[sim] honor_bfc`, `nic_bfc_queues`) is the stack's own: [`install`] turns the
 //! stack's BFC mode on with the NIC's queue count and takes the BFC queues off the fabric
 //! NIC, so frames are queued, shimmed and paused once, by the stack, and the Xoff signal
@@ -134,8 +135,11 @@ pub fn peer_table(hosts: &[HostInfo], src: usize) -> Vec<PeerAddr> {
 /// Puts a [`HostStack`] on every host of `fabric` (host index = topology order) running its
 /// part of `schedule`; `cfg` makes each host's configuration from its info. A host whose
 /// fabric NIC runs BFC (`[sim] honor_bfc`) gets a stack in BFC mode with the NIC's queue
-/// count (unless `cfg` chose a count itself), and its NIC becomes a plain FIFO. Returns the
-/// stacks, to read after the run.
+/// count (unless `cfg` chose a count itself), and its NIC becomes a plain FIFO; a NIC that
+/// honoured PFC (`[sim] honor_pfc`) stops doing so, as the stack honours it
+/// ([`StackConfig::honor_pfc`](super::StackConfig::honor_pfc)). A host whose switch sends it
+/// Pyrrha's signals (`[switch.pyrrha] hosts = true`) gets a stack in Pyrrha mode (unless `cfg`
+/// chose BFC or Pyrrha itself). Returns the stacks, to read after the run.
 pub fn install(
     fabric: &mut crate::fabric::Fabric,
     schedule: &[crate::workload::FlowSpec],
@@ -146,6 +150,26 @@ pub fn install(
         .map(|(_, s)| s)
         .collect()
 }
+
+/// The Pyrrha NIC of host `h`, if its switch sends it Pyrrha's signals (`[switch.pyrrha]
+/// hosts = true`): the switch's path model, the switch, [`PYRRHA_NIC_QUEUES`] queues.
+fn pyrrha_nic(fabric: &crate::fabric::Fabric, h: usize) -> Option<super::pyrrha::PyrrhaNicConfig> {
+    let (sw, port) = fabric.hosts().get(h)?.peer?;
+    let spec = &fabric.nodes().get(sw as usize)?.shared().spec;
+    let p = spec.pyrrha.as_ref()?;
+    p.signal
+        .get(usize::from(port))
+        .copied()?
+        .then(|| super::pyrrha::PyrrhaNicConfig {
+            model: p.model.clone(),
+            tor: sw as u16,
+            queues: PYRRHA_NIC_QUEUES,
+        })
+}
+
+/// NIC queues of a fabric host stack that honours Pyrrha: the OQ and 31 IQs (§4.5 counts
+/// 6–20 IQs in use per port under stress).
+pub const PYRRHA_NIC_QUEUES: usize = 32;
 
 /// [`install`] on the hosts `on` selects (by index) only, the others keep their model;
 /// `log_flows` as [`StackHost::log_flows`]. Returns (host index, stack) of each.
@@ -161,10 +185,20 @@ pub fn install_on(
     for (i, info) in infos.iter().enumerate().filter(|&(i, _)| on(i)) {
         let mut c = cfg(info);
         c.host = i as u32;
-        if let Some(b) = fabric.host_nic_mut(&info.name).and_then(|n| n.bfc.take()) {
-            if c.bfc_queues == 0 {
-                c.bfc_queues = b.count();
+        if let Some(nic) = fabric.host_nic_mut(&info.name) {
+            // The stack honours PFC in its own per-priority queues (and freezes its
+            // retransmission timers while paused): the fabric NIC must hand the frames on
+            // rather than pause its FIFO behind the stack's back, where the stack's pacer
+            // kept filling it (1024 frames, then refused: "lost") and its timers ran on.
+            nic.honor_pfc = false;
+            if let Some(b) = nic.bfc.take() {
+                if c.bfc_queues == 0 {
+                    c.bfc_queues = b.count();
+                }
             }
+        }
+        if c.pyrrha.is_none() && c.bfc_queues == 0 {
+            c.pyrrha = pyrrha_nic(fabric, i);
         }
         let mut stack = HostStack::new(c, schedule);
         stack.set_addresses(info.ip, infos.iter().map(|h| h.ip).collect());

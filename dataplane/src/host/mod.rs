@@ -43,12 +43,21 @@
 //! the stack knows each flow at the NIC by the FID the switches compute from its data
 //! frames ([`HostStack::set_addresses`], [`wire::data_fid`]), so the named flow moves into
 //! the paused reserved queue and back ([`nicq::NicQueues::apply_flows`]) while the flows
-//! sharing its queue keep sending. Not yet: Pyrrha's per-root pause; the stack ignores it.
+//! sharing its queue keep sending.
+//!
+//! Pyrrha mode ([`StackConfig::pyrrha`]; Pyrrha §4.4 "Cooperation on end-hosts"): the NIC
+//! honours PAUSE / RESUME / MERGE per congestion root ([`pyrrha::NicPyrrha`]). Its queues are
+//! [`nicq::NicQueues`] again, queue 0 the OQ and the others IQs: each flow's onward path is
+//! computed as the switches compute it, and a flow whose path crosses a paused root sits in
+//! that root's IQ, which is paused, while every other flow keeps sending; its timer is frozen
+//! meanwhile, as under a BFC pause. Frames carry no shim. ACKs are never held (a held ACK
+//! would stop the ACK FIFO behind it; the switches isolate them if they must).
 
 pub mod cc;
 pub mod fabric;
 pub mod nicq;
 pub mod paths;
+pub mod pyrrha;
 pub mod report;
 pub mod rto;
 pub mod wire;
@@ -92,6 +101,9 @@ pub struct StackConfig {
     /// BFC mode: this many NIC queues (1..=128) with dynamic flow assignment, the data shim
     /// and Xoff signal frames honoured per queue; 0: off (a NIC queue per priority).
     pub bfc_queues: usize,
+    /// Pyrrha mode: the NIC honours PAUSE per congestion root ([`pyrrha`]; takes the NIC
+    /// queues instead of BFC mode); `None`: off.
+    pub pyrrha: Option<pyrrha::PyrrhaNicConfig>,
     /// Congestion control of this host's flows ([`cc`]; default `window`: the fixed
     /// `window_bytes` cap).
     pub cc: CcKind,
@@ -119,6 +131,7 @@ impl StackConfig {
             max_lag_ps: 0,
             rate_lag_ps: 0,
             bfc_queues: 0,
+            pyrrha: None,
             cc: CcKind::default(),
             base_rtt_ps,
             dcqcn_time_scale: 1,
@@ -195,6 +208,9 @@ struct TxFlow {
     cc: FlowCc,
     win_pkts: u64,
     next_tx_ps: u64,
+    /// Pyrrha mode: the IPv4 destination and unseeded ECMP hash of its data frames (what
+    /// the path calculation reads), if the stack knows the addresses.
+    route: Option<(u32, u32)>,
 }
 
 impl TxFlow {
@@ -277,6 +293,9 @@ pub struct StackCounters {
     pub resumes_rx: u64,
     /// Xoff signal frames received with BFC mode off (not honoured).
     pub signals_ignored: u64,
+    /// Pyrrha mode: MERGEs honoured (its PAUSEs and RESUMEs count in `pauses_rx` and
+    /// `resumes_rx`, all in `signals_rx`).
+    pub merges_rx: u64,
     /// Aquarius per-flow signals naming no flow this host is sending (a PAUSE of one is not
     /// honoured: nothing to hold).
     pub flow_signals_unknown: u64,
@@ -299,8 +318,10 @@ pub struct HostStack {
     /// Per NIC queue (= priority): started flows with data left, round robin.
     queues: [VecDeque<usize>; 8],
     rr: usize,
-    /// BFC mode: the NIC queues (of indices into `tx`) instead of `queues`.
+    /// BFC and Pyrrha mode: the NIC queues (of indices into `tx`) instead of `queues`.
     bfc: Option<NicQueues<usize>>,
+    /// Pyrrha mode: the per-root pause state and queue choice.
+    pyrrha: Option<pyrrha::NicPyrrha>,
     /// This host's IPv4 address and every schedule host's, by index: the flows' FIDs.
     addrs: Option<(std::net::Ipv4Addr, Vec<std::net::Ipv4Addr>)>,
     acks: VecDeque<Segment>,
@@ -328,7 +349,11 @@ impl HostStack {
             tx_index: BTreeMap::new(),
             queues: Default::default(),
             rr: 0,
-            bfc: (cfg.bfc_queues > 0).then(|| NicQueues::new(cfg.bfc_queues)),
+            bfc: match &cfg.pyrrha {
+                Some(p) => Some(NicQueues::new(p.queues)),
+                None => (cfg.bfc_queues > 0).then(|| NicQueues::new(cfg.bfc_queues)),
+            },
+            pyrrha: cfg.pyrrha.as_ref().map(pyrrha::NicPyrrha::new),
             addrs: None,
             acks: VecDeque::new(),
             rx: BTreeMap::new(),
@@ -388,6 +413,9 @@ impl HostStack {
     /// Applies a received Xoff signal frame to the NIC queues (BFC mode; otherwise it is
     /// counted and ignored). Returns whether it was one.
     pub fn on_signal(&mut self, now: u64, frame: &[u8]) -> bool {
+        if self.pyrrha.is_some() {
+            return self.on_pyrrha_signal(now, frame);
+        }
         let Some(sig) = nicq::parse_signal(frame) else {
             return false;
         };
@@ -413,6 +441,40 @@ impl HostStack {
             None => self.counters.signals_ignored += 1,
         }
         true
+    }
+
+    /// Pyrrha mode: applies a PAUSE / RESUME / MERGE and moves every flow to the NIC queue
+    /// its path gets now (the IQ of the paused roots it crosses, else the OQ). Returns
+    /// whether `frame` was a Pyrrha signal.
+    fn on_pyrrha_signal(&mut self, now: u64, frame: &[u8]) -> bool {
+        // The flows' timers freeze up to now under the pauses in force until now.
+        self.freeze_timers(now);
+        let (Some(p), Some(b)) = (self.pyrrha.as_mut(), self.bfc.as_mut()) else {
+            return false;
+        };
+        if !p.on_frame(frame, now) {
+            return false;
+        }
+        let tx = &mut self.tx;
+        b.regroup(|&i| {
+            let f = &mut tx[i];
+            if let Some((d, h)) = f.route.filter(|_| f.una < f.pkts) {
+                f.queue = p.select(d, h, now);
+            }
+            usize::from(f.queue)
+        });
+        p.apply(&mut b.paused);
+        let c = &mut self.counters;
+        c.signals_rx = p.signals_rx;
+        c.pauses_rx = p.pauses_rx;
+        c.resumes_rx = p.resumes_rx;
+        c.merges_rx = p.merges_rx;
+        true
+    }
+
+    /// Pyrrha mode: the NIC side's state (roots held, IQs, per-root hold time).
+    pub fn pyrrha(&self) -> Option<&pyrrha::NicPyrrha> {
+        self.pyrrha.as_ref()
     }
 
     /// Applies a received MAC control frame (PFC: per class; 802.3x PAUSE: all classes).
@@ -668,16 +730,29 @@ impl HostStack {
                 ),
                 win_pkts: self.window_pkts,
                 next_tx_ps: 0,
+                route: None,
             });
             self.tx[i].refresh_window(self.cfg.window_bytes, self.cfg.mss);
             self.tx_index.insert(spec.id, i);
-            match self.bfc.as_mut() {
-                Some(b) => {
+            match (self.bfc.as_mut(), self.pyrrha.as_mut()) {
+                (Some(b), Some(p)) => {
+                    let route = self.addrs.as_ref().and_then(|(me, ips)| {
+                        let dst = *ips.get(spec.dst as usize)?;
+                        Some((u32::from(dst), wire::data_hash(*me, dst, spec.id)))
+                    });
+                    let q = route.map_or(pyrrha::OQ, |(d, h)| p.select(d, h, now));
+                    p.apply(&mut b.paused);
+                    let f = &mut self.tx[i];
+                    f.route = route;
+                    f.queue = q;
+                    b.push(usize::from(q), i);
+                }
+                (Some(b), None) => {
                     let q = b.start(self.tx[i].key);
                     self.tx[i].queue = q;
                     b.push(usize::from(q), i);
                 }
-                None => self.queues[usize::from(spec.prio & 7)].push_back(i),
+                (None, _) => self.queues[usize::from(spec.prio & 7)].push_back(i),
             }
         }
         let (fixed, mss) = (self.cfg.window_bytes, self.cfg.mss);
@@ -800,7 +875,7 @@ impl HostStack {
 
     /// The next data packet of flow `i`.
     fn data_segment(&mut self, i: usize, now: u64) -> Segment {
-        let upq = self.bfc.is_some().then_some(self.tx[i].queue);
+        let upq = (self.bfc.is_some() && self.pyrrha.is_none()).then_some(self.tx[i].queue);
         let mss = u64::from(self.cfg.mss);
         let (ect, lag) = (self.cfg.cc.uses_ecn(), self.cfg.rate_lag_ps);
         let int = self.cfg.cc.uses_int();

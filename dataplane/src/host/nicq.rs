@@ -411,6 +411,28 @@ impl<T> NicQueues<T> {
         moved
     }
 
+    /// Moves every item to the queue `to` gives it (items keep their relative order; a
+    /// moved one goes behind what its new queue holds). Pyrrha's NIC (`super::pyrrha`) moves
+    /// its flows between the OQ and the IQs of the roots they cross this way.
+    pub fn regroup(&mut self, mut to: impl FnMut(&T) -> usize) {
+        let n = self.queues.len();
+        let mut moves = Vec::new();
+        for q in 0..n {
+            let mut k = 0;
+            while k < self.queues[q].len() {
+                let t = to(&self.queues[q][k]).min(n - 1);
+                if t == q {
+                    k += 1;
+                } else if let Some(item) = self.queues[q].remove(k) {
+                    moves.push((t, item));
+                }
+            }
+        }
+        for (t, item) in moves {
+            self.queues[t].push_back(item);
+        }
+    }
+
     /// Applies a received Xoff signal frame; false if it is not one.
     pub fn on_signal(&mut self, frame: &[u8]) -> bool {
         self.on_signal_keyed(frame, |_| None)
@@ -562,6 +584,18 @@ mod tests {
         assert_eq!(n.queue_table().rsv(), None);
         assert_eq!(n.queue_of(7), 0);
         assert_eq!((n.pauses_rx, n.resumes_rx), (2, 2));
+    }
+
+    #[test]
+    fn regroup_moves_items_keeping_their_order() {
+        let mut n: NicQueues<u32> = NicQueues::new(3);
+        for (q, x) in [(0, 1), (0, 2), (0, 3), (1, 4), (2, 5)] {
+            n.push(q, x);
+        }
+        // Odd items to queue 2 (behind 5), even ones to queue 0; 9 clamps to the last queue.
+        n.regroup(|&x| if x % 2 == 1 { 9 } else { 0 });
+        let q = |i: usize| n.queue(i).iter().copied().collect::<Vec<_>>();
+        assert_eq!((q(0), q(1), q(2)), (vec![2, 4], vec![], vec![5, 1, 3]));
     }
 
     /// A 4-queue NIC whose queues hold flows (items are flow keys): 7 and 8 share queue 0

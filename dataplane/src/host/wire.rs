@@ -47,6 +47,19 @@ pub fn data_fid(src: Ipv4Addr, dst: Ipv4Addr, flow: u32) -> u32 {
     )
 }
 
+/// The unseeded ECMP hash of the data frames of flow `flow` from `src` to `dst`
+/// (`scheme::pyrrha::path::flow_hash` of their 5-tuple): what Pyrrha's path calculation
+/// reads, at the switches and at a NIC that honours PAUSE per root.
+pub fn data_hash(src: Ipv4Addr, dst: Ipv4Addr, flow: u32) -> u32 {
+    crate::scheme::pyrrha::path::flow_hash(&loadbal::FiveTuple {
+        proto: 17,
+        src: std::net::IpAddr::V4(src),
+        dst: std::net::IpAddr::V4(dst),
+        sport: flow_port(flow),
+        dport: PORT,
+    })
+}
+
 pub const FLAG_DATA: u8 = 1;
 pub const FLAG_ACK: u8 = 2;
 pub const FLAG_RETX: u8 = 4;

@@ -159,7 +159,7 @@ impl Switch {
             };
             for pkt in pkts {
                 self.ledger.flushed(pkt.in_port, pkt.prio, why);
-                let req = BufReq::leaving(&pkt, port, q);
+                let req = BufReq::leaving(&pkt, port);
                 self.buffer.release(&req, pkt.tag, now);
                 self.schemes.on_dequeue(&pkt, q, 0, &view, now);
                 if queue.is_some() {

@@ -99,9 +99,47 @@ impl Departure<'_> {
         qc.deq_bytes.add(u64::from(pkt.len));
         qc.depth_bytes.set(bytes);
         qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-        let req = BufReq::leaving(pkt, self.port, q);
+        let req = BufReq::leaving(pkt, self.port);
         self.buffer.release(&req, pkt.tag, now);
         wire
+    }
+
+    /// A two-level HIQ (Pyrrha §4.3): the scheduler picked IQ `from`, whose head `pkt` (taken)
+    /// moves on to the next level (the IQ of the next root on its path, or its OQ) instead of
+    /// the wire. The queues' counters follow the packet; its buffer stays charged to the
+    /// queue it was admitted to (`pkt.queue`) until it leaves the switch.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn hiq_move(&mut self, eg: &mut Egress, pkt: Pkt, from: usize, now: u64) {
+        let view = PortView {
+            port: self.port,
+            nonempty: eg.qs.nonempty(),
+            pause: self.pause,
+        };
+        let to = self
+            .schemes
+            .hiq_next(&pkt, from, eg.qs.data[from].bytes(), &view, now);
+        let mut moved = pkt;
+        let view = PortView {
+            port: self.port,
+            nonempty: eg.qs.nonempty(),
+            pause: self.pause,
+        };
+        self.schemes
+            .on_enqueue(&mut moved, to, eg.qs.data[to].bytes(), &view, now);
+        eg.qs.push(to, moved);
+        let len = u64::from(moved.len);
+        let (qf, qt) = (&self.counters.queues[from], &self.counters.queues[to]);
+        qf.deq_pkts.add(1);
+        qf.deq_bytes.add(len);
+        qf.depth_bytes.set(eg.qs.data[from].bytes());
+        qf.depth_pkts.set(eg.qs.data[from].len() as u64);
+        qt.enq_pkts.add(1);
+        qt.enq_bytes.add(len);
+        let depth = eg.qs.data[to].bytes();
+        qt.depth_bytes.set(depth);
+        qt.depth_pkts.set(eg.qs.data[to].len() as u64);
+        qt.watermark_bytes.max(depth);
     }
 
     /// HPCC §3.2 (as HPCC's ns-3 `SwitchNotifyDequeue` pushes it): the port's record on a

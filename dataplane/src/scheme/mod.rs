@@ -544,6 +544,33 @@ impl Schemes {
         }
     }
 
+    /// A two-level HIQ (Pyrrha, `iq_mode = "two-level"`): whether the scheduler's pick of
+    /// data queue `queue` of `port` is an IQ, whose head moves on to the next level
+    /// ([`Self::hiq_next`]) instead of going on the wire.
+    #[inline]
+    pub fn hiq_moves(&self, port: usize, queue: usize) -> bool {
+        match &self.queues {
+            Some(Scheme::Pyrrha(p)) => p.hiq_moves(port, queue),
+            _ => false,
+        }
+    }
+
+    /// A two-level HIQ: `pkt` left IQ `queue` (now `queue_bytes`); the queue it moves into.
+    /// The caller enqueues it there with [`Self::on_enqueue`].
+    pub fn hiq_next(
+        &mut self,
+        pkt: &Pkt,
+        queue: usize,
+        queue_bytes: u64,
+        view: &PortView<'_>,
+        now: u64,
+    ) -> usize {
+        match &mut self.queues {
+            Some(Scheme::Pyrrha(p)) => p.hiq_next(pkt, queue, queue_bytes, view, now),
+            _ => queue,
+        }
+    }
+
     /// `pkt` left `queue` (sent or flushed), which now holds `queue_bytes`; `view` is the port
     /// after it left.
     #[inline]

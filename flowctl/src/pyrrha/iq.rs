@@ -85,6 +85,26 @@ pub fn classify(roots: &RootTable, path: &[RootId]) -> (Key, Option<RootId>) {
     (key, merged)
 }
 
+/// The nearest active root a path crosses farther than `after` hops (two-level HIQ, §4.3: "it
+/// matches the HIQ from-near-to-far": a packet enters the IQ of its nearest root, and the
+/// HIQ scheduler moves it on to the next one), and the first merged root it crosses there.
+#[inline]
+pub fn classify_nearest(roots: &RootTable, path: &[RootId], after: u8) -> (Key, Option<RootId>) {
+    let mut merged = None;
+    let from = usize::from(after) + 1;
+    for (k, &r) in path.iter().enumerate().take(MAX_HOPS + 1).skip(from) {
+        if let Some(e) = roots.get(k as u8, r) {
+            match e.state {
+                RootState::Active => return (Key::of(&[(k as u8, r)]), merged),
+                RootState::Merged => {
+                    merged.get_or_insert(r);
+                }
+            }
+        }
+    }
+    (Key::default(), merged)
+}
+
 /// State of an IQ (Fig. 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IqState {
@@ -232,9 +252,10 @@ impl PortIqs {
     }
 
     /// Gives `key` an IQ: from the free stack, held behind order marks in the queues its
-    /// flows may have used so far (the OQ `oq`, IQs of fewer of its roots, soft-merging IQs);
-    /// else hashed onto an IQ in use.
-    pub fn assign(&mut self, key: Key, oq: u8, roots: &mut RootTable) -> Assigned {
+    /// flows may have used so far (the OQ `oq`, IQs of fewer of its roots, soft-merging IQs)
+    /// if `marks` (single-tier IQs; a two-level HIQ keeps order by its structure); else
+    /// hashed onto an IQ in use.
+    pub fn assign(&mut self, key: Key, oq: u8, roots: &mut RootTable, marks: bool) -> Assigned {
         for &(h, r) in key.roots() {
             if let Some(e) = roots.get_mut(h, r) {
                 e.refs += 1;
@@ -256,7 +277,7 @@ impl PortIqs {
         let mut holds = Vec::new();
         let mut mark = |q: u8, enq: &[u64], deq: &[u64]| {
             let i = usize::from(q);
-            if enq.get(i) > deq.get(i) {
+            if marks && enq.get(i) > deq.get(i) {
                 holds.push((q, enq[i]));
             }
         };
@@ -288,6 +309,12 @@ impl PortIqs {
             s.afc_paused = want;
             want
         })
+    }
+
+    /// Whether `queue` is an IQ in use that is neither paused nor held: its packets may go
+    /// on (the HIQ scheduler moves them to the next level).
+    pub fn ready(&self, queue: u8, port: u16, roots: &RootTable) -> bool {
+        self.slot(queue).is_some_and(|s| !s.paused(port, roots))
     }
 
     /// Fig. 6 state of `queue`.

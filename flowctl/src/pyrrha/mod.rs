@@ -98,9 +98,20 @@ pub struct QueueCmd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IqMode {
-    /// Single-tier IQs with order marks (App. C, the Tofino2 prototype's way).
+    /// Single-tier IQs with order marks (App. C, the Tofino2 prototype's way): an IQ per set
+    /// of roots a packet crosses (at most [`MAX_LEVELS`]), served by the port's scheduler
+    /// like the OQ; a flow that moves to a new IQ leaves an order mark in the queues it used,
+    /// and the new IQ waits until every mark has left.
     #[default]
     SingleTier,
+    /// The two-level Hierarchical Isolation Queue (§4.3, Fig. 5(c)): a packet enters the IQ
+    /// of the nearest root it crosses (level by distance); a software scheduler
+    /// ([`Pyrrha::next_queue`]) dequeues a resumed (or soft-merging) IQ's head into the IQ of
+    /// the next root farther on its path, or into the OQ when there is none, so a packet
+    /// reaches the wire only after every root it crosses has resumed. One IQ per root; order
+    /// holds by the structure (a flow only ever moves to farther levels, behind its earlier
+    /// packets), so there are no order marks.
+    TwoLevel,
 }
 
 /// Pyrrha's parameters (§6 "Parameters").
@@ -386,23 +397,48 @@ impl Pyrrha {
         if self.roots.is_empty() {
             return Choice::Oq;
         }
-        let (key, merged) = iq::classify(&self.roots, path);
+        let (key, merged) = match self.cfg.iq_mode {
+            IqMode::SingleTier => iq::classify(&self.roots, path),
+            IqMode::TwoLevel => iq::classify_nearest(&self.roots, path, 0),
+        };
         let p = &mut self.ports[port];
-        if key.is_empty() {
-            // Flows of a merged root keep to its soft-merging IQ until it drains (order).
-            return match merged.and_then(|r| p.iqs.find_root(r)) {
-                Some(q) => Choice::Iq(q),
-                None => Choice::Oq,
-            };
+        let soft = merged.and_then(|r| p.iqs.find_root(r));
+        match self.cfg.iq_mode {
+            // Flows of a merged root keep to its soft-merging IQ until it drains (order):
+            // their earlier packets are there. The HIQ scheduler re-matches them as they
+            // leave it (§4.3: the real root's flows into its IQ, the others to the OQ), so
+            // they still wait for every root they cross, behind their earlier packets.
+            IqMode::TwoLevel => {
+                if let Some(q) = soft {
+                    return Choice::Iq(q);
+                }
+            }
+            // Single-tier (App. C): a flow crossing a root still active moves to that root's
+            // IQ (held behind an order mark in the soft-merging IQ when newly assigned);
+            // flows of the merged root alone keep to the soft-merging IQ until it drains.
+            IqMode::SingleTier => {
+                if key.is_empty() {
+                    return soft.map_or(Choice::Oq, Choice::Iq);
+                }
+            }
         }
-        if let Some(q) = p.iqs.find(&key) {
+        if key.is_empty() {
+            return Choice::Oq;
+        }
+        self.iq_for(port, key, oq, now)
+    }
+
+    /// The IQ of `key` on `port`: the one serving it, else a new one (or one hashed onto).
+    fn iq_for(&mut self, port: usize, key: iq::Key, oq: u8, now: u64) -> Choice {
+        if let Some(q) = self.ports[port].iqs.find(&key) {
             return Choice::Iq(q);
         }
         // An IQ whose only packet was dropped after its assignment never sees a dequeue:
         // reclaim idle IQs here, where a new one is needed (rare, per root and port).
         self.unassign_empty(port, now);
+        let marks = self.cfg.iq_mode == IqMode::SingleTier;
         let p = &mut self.ports[port];
-        let r = p.iqs.assign(key, oq, &mut self.roots);
+        let r = p.iqs.assign(key, oq, &mut self.roots, marks);
         let st = &mut self.stats.ports[port];
         match r {
             iq::Assigned::New { queue, marks } => {
@@ -420,6 +456,61 @@ impl Pyrrha {
             }
             iq::Assigned::None => Choice::Oq,
         }
+    }
+
+    /// Two-level HIQ: where the HIQ scheduler moves the head packet of IQ `from` of `port`,
+    /// whose onward path is `path` (§4.3: "After a packet is dequeued from IQ_P6, it is pushed
+    /// into a next-level IQ_P5. When there is no more matched IQ, it is pushed into the OQ"):
+    /// the IQ of the nearest active root the path crosses farther than the roots of `from`
+    /// it crosses, else the OQ `oq`. A soft-merging IQ's packets are matched afresh, so the
+    /// flows of the real root go to its IQ and the others to the OQ (§4.3). The caller
+    /// dequeues the packet from `from` ([`Self::on_dequeue`]) and enqueues it where this says
+    /// ([`Self::on_enqueue`]), and only moves out of IQs that are [`Self::iq_ready`].
+    pub fn next_queue(
+        &mut self,
+        port: usize,
+        from: u8,
+        oq: u8,
+        path: &[RootId],
+        now: u64,
+    ) -> Choice {
+        let Some(s) = self.ports[port].iqs.slot(from) else {
+            return Choice::Oq;
+        };
+        let on_path = |h: u8, r: RootId| path.get(usize::from(h)) == Some(&r);
+        let after = s
+            .roots()
+            .filter(|&(h, r)| on_path(h, r))
+            .map(|(h, _)| h)
+            .max()
+            .or_else(|| s.roots().map(|(h, _)| h).min())
+            .unwrap_or(0);
+        let (key, merged) = iq::classify_nearest(&self.roots, path, after);
+        let soft = merged.and_then(|r| self.ports[port].iqs.find_root(r));
+        if let Some(q) = soft.filter(|&q| q != from) {
+            return Choice::Iq(q);
+        }
+        if key.is_empty() {
+            return Choice::Oq;
+        }
+        match self.iq_for(port, key, oq, now) {
+            // Hashed back onto the IQ it leaves (IQs ran out): that IQ already waited for
+            // both roots, so the packet goes on to the OQ rather than behind itself.
+            Choice::Iq(q) if q == from => Choice::Oq,
+            c => c,
+        }
+    }
+
+    /// Whether IQ `queue` of `port` may be dequeued (resumed or soft-merging, not held).
+    #[inline]
+    pub fn iq_ready(&self, port: usize, queue: u8) -> bool {
+        self.ports[port].iqs.ready(queue, port as u16, &self.roots)
+    }
+
+    /// Whether `queue` of `port` is an IQ in use.
+    #[inline]
+    pub fn is_iq(&self, port: usize, queue: u8) -> bool {
+        self.ports[port].iqs.slot(queue).is_some()
     }
 
     /// A data packet from `in_port` (if it came from a port) was queued in `queue` of `port`,

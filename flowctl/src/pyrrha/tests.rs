@@ -5,8 +5,13 @@ use std::collections::VecDeque;
 const BDP: u64 = 1000;
 const ME: u16 = 7;
 
-/// A switch with `n` ports of 8 queues: queue 0 is the OQ, `iqs` the IQs.
+/// A switch with `n` ports of 8 queues: queue 0 is the OQ, `iqs` the IQs (single-tier).
 fn switch(n: usize, iqs: &[u8]) -> Pyrrha {
+    switch_in(IqMode::SingleTier, n, iqs)
+}
+
+/// [`switch`] with IQs organised as `mode` says.
+fn switch_in(mode: IqMode, n: usize, iqs: &[u8]) -> Pyrrha {
     let ports: Vec<PyrrhaPort> = (0..n)
         .map(|_| PyrrhaPort {
             bdp_bytes: BDP,
@@ -14,7 +19,11 @@ fn switch(n: usize, iqs: &[u8]) -> Pyrrha {
             queues: 8,
         })
         .collect();
-    Pyrrha::new(PyrrhaConfig::default(), ME, &ports).unwrap()
+    let cfg = PyrrhaConfig {
+        iq_mode: mode,
+        ..PyrrhaConfig::default()
+    };
+    Pyrrha::new(cfg, ME, &ports).unwrap()
 }
 
 fn msgs(p: &mut Pyrrha) -> Vec<(u16, Msg)> {
@@ -373,4 +382,214 @@ fn an_iq_whose_packet_was_dropped_is_reclaimed_when_a_new_one_is_needed() {
         "a's idle IQ went back to the stack first"
     );
     assert_eq!(p.iq_state(1, 1), IqState::Resumed);
+}
+
+// ---- two-level HIQ (§4.3) -------------------------------------------------------------
+
+fn hiq_switch(n: usize, iqs: &[u8]) -> Pyrrha {
+    switch_in(IqMode::TwoLevel, n, iqs)
+}
+
+const A1: RootId = RootId::new(20, 1);
+const B2: RootId = RootId::new(30, 2);
+
+/// A packet crossing a near root A and a far root B enters A's IQ (level 1); once A resumes
+/// the HIQ scheduler moves it into B's IQ (level 2), and once B resumes into the OQ. One IQ
+/// per root, no order marks.
+#[test]
+fn hiq_packet_waits_for_every_root_near_to_far() {
+    let mut p = hiq_switch(3, &[1, 2, 3]);
+    p.on_pause(1, A1, 1, 0);
+    p.on_pause(1, B2, 2, 0);
+    let ab = path(1, &[(1, A1), (2, B2)]);
+    let b_only = path(1, &[(2, B2)]);
+    let Choice::Iq(qa) = p.select(1, 0, &ab, 1) else {
+        panic!("no IQ for A")
+    };
+    p.on_enqueue(1, qa, Some(0), 100, 1);
+    let Choice::Iq(qb) = p.select(1, 0, &b_only, 1) else {
+        panic!("no IQ for B")
+    };
+    p.on_enqueue(1, qb, Some(0), 100, 1);
+    assert_ne!(
+        qa, qb,
+        "the flow crossing A and B waits in A's IQ (nearest first)"
+    );
+    assert_eq!(p.iqs_in_use(1), 2);
+    assert!(!p.iq_ready(1, qa) && !p.iq_ready(1, qb));
+    assert!(!p.iq_ready(1, 0) && !p.is_iq(1, 0), "the OQ is no IQ");
+    // A resumes: A's IQ may be dequeued, into B's IQ (B still paused).
+    p.on_resume(1, A1, 1, 2);
+    assert!(p.iq_ready(1, qa));
+    assert_eq!(p.next_queue(1, qa, 0, &ab, 3), Choice::Iq(qb));
+    p.on_dequeue(1, qa, 0, 3);
+    p.on_enqueue(1, qb, Some(0), 200, 3);
+    assert_eq!(p.iqs_in_use(1), 1, "A's IQ empty and resumed: unassigned");
+    assert!(!p.iq_ready(1, qb));
+    // B resumes: B's IQ drains into the OQ.
+    p.on_resume(1, B2, 2, 4);
+    assert!(p.iq_ready(1, qb));
+    assert_eq!(p.next_queue(1, qb, 0, &ab, 5), Choice::Oq);
+    assert_eq!(p.next_queue(1, qb, 0, &b_only, 5), Choice::Oq);
+    assert_eq!(p.stats().ports[1].order_marks, 0);
+}
+
+/// A MERGE turns the false-positive root's IQ soft-merging: dequeued, its packets are matched
+/// afresh, the real root's flows into that root's IQ (which inherited the pause), the others
+/// to the OQ (§4.3, "Congested flows of root P5 are dequeued from IQ_P1 and then pushed into
+/// the next level IQ_P5. Uncongested flows are forwarded to OQ").
+#[test]
+fn hiq_soft_merging_iq_splits_into_the_real_roots_iq_and_the_oq() {
+    let mut p = hiq_switch(3, &[1, 2, 3]);
+    p.on_pause(1, A1, 1, 0);
+    let via_b = path(1, &[(1, A1), (2, B2)]);
+    let not_b = path(1, &[(1, A1)]);
+    let Choice::Iq(qa) = p.select(1, 0, &via_b, 1) else {
+        panic!("no IQ")
+    };
+    assert_eq!(p.select(1, 0, &not_b, 1), Choice::Iq(qa));
+    p.on_enqueue(1, qa, Some(0), 200, 1);
+    p.on_merge(1, A1, 1, B2, 2, 2);
+    assert_eq!(p.iq_state(1, qa), IqState::SoftMerging);
+    assert!(p.iq_ready(1, qa));
+    let Choice::Iq(qb) = p.next_queue(1, qa, 0, &via_b, 3) else {
+        panic!("the real root's flow went to the OQ")
+    };
+    assert_ne!(qb, qa);
+    assert_eq!(p.iq_state(1, qb), IqState::Paused, "B inherited A's pause");
+    assert_eq!(p.next_queue(1, qa, 0, &not_b, 3), Choice::Oq);
+}
+
+/// Drives port 1 of a switch in `mode` through a fixed pseudo-random sequence of PAUSE,
+/// RESUME and MERGE for three roots (A one hop on, B and C two) and arrivals of six flows
+/// crossing different sets of them, with a round-robin wire over the queues not paused. A
+/// two-level HIQ's IQs never reach the wire: picking one moves its head on
+/// ([`Pyrrha::next_queue`]). Returns the departures (flow, sequence number) and how many
+/// packets were moved.
+fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
+    const C2: RootId = RootId::new(40, 3);
+    let mut p = switch_in(mode, 3, &[1, 2, 3, 4, 5, 6, 7]);
+    let flows = [
+        path(1, &[(1, A1), (2, B2)]),
+        path(1, &[(1, A1), (2, C2)]),
+        path(1, &[(1, A1)]),
+        path(1, &[(2, B2)]),
+        path(1, &[(2, C2)]),
+        path(1, &[]),
+    ];
+    let mut q: Vec<VecDeque<(usize, u32)>> = vec![VecDeque::new(); 8];
+    let mut paused = [false; 8];
+    let mut next = [0u32; 6];
+    let (mut sent, mut moved) = (Vec::new(), 0);
+    let mut x = seed;
+    let mut rnd = |n: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    let mut rr = 0usize;
+    let size = 100u64;
+    for t in 0..4000u64 {
+        let ev = rnd(20);
+        match ev {
+            0 => p.on_pause(1, A1, 1, t),
+            1 => p.on_resume(1, A1, 1, t),
+            2 => p.on_pause(2, B2, 2, t),
+            3 => p.on_resume(2, B2, 2, t),
+            4 => p.on_pause(1, C2, 2, t),
+            5 => p.on_resume(1, C2, 2, t),
+            6 if rnd(4) == 0 => p.on_merge(1, A1, 1, B2, 2, t),
+            7..=12 => {
+                let f = rnd(6) as usize;
+                let qi = match p.select(1, 0, &flows[f], t) {
+                    Choice::Oq => 0,
+                    Choice::Iq(i) => usize::from(i),
+                };
+                q[qi].push_back((f, next[f]));
+                next[f] += 1;
+                p.on_enqueue(1, qi as u8, Some(0), q[qi].len() as u64 * size, t);
+            }
+            _ => {
+                for c in p.drain_cmds() {
+                    paused[usize::from(c.queue)] = c.pause;
+                }
+                let Some(i) = (1..=8)
+                    .map(|k| (rr + k) % 8)
+                    .find(|&i| !q[i].is_empty() && !paused[i])
+                else {
+                    continue;
+                };
+                rr = i;
+                let pkt = q[i].pop_front().unwrap();
+                if mode == IqMode::TwoLevel && i != 0 {
+                    // The HIQ scheduler: on to the next level, never to the wire. Where to
+                    // is decided while the packet still counts in its IQ (an IQ the dequeue
+                    // leaves empty and resumed is unassigned, and its roots with it).
+                    let to = match p.next_queue(1, i as u8, 0, &flows[pkt.0], t) {
+                        Choice::Oq => 0,
+                        Choice::Iq(j) => usize::from(j),
+                    };
+                    p.on_dequeue(1, i as u8, q[i].len() as u64 * size, t);
+                    assert!(to != i);
+                    q[to].push_back(pkt);
+                    p.on_enqueue(1, to as u8, Some(0), q[to].len() as u64 * size, t);
+                    moved += 1;
+                } else {
+                    p.on_dequeue(1, i as u8, q[i].len() as u64 * size, t);
+                    sent.push(pkt);
+                }
+            }
+        }
+        for c in p.drain_cmds() {
+            paused[usize::from(c.queue)] = c.pause;
+        }
+        p.drain_msgs().for_each(drop);
+    }
+    (sent, moved)
+}
+
+/// Whether every flow of `sent` left in order; the first (flow, seq, previous) out of order.
+fn out_of_order(sent: &[(usize, u32)]) -> Option<(usize, u32, u32)> {
+    let mut last = [None::<u32>; 6];
+    for &(f, s) in sent {
+        if let Some(l) = last[f].filter(|&l| s < l) {
+            return Some((f, s, l));
+        }
+        last[f] = Some(s);
+    }
+    None
+}
+
+/// The two-level HIQ delivers every flow in order through a storm of root changes (PAUSE,
+/// RESUME, MERGE of three roots at two distances; §4.3: "IQs in HIQ are arranged by levels,
+/// supporting in-order delivery naturally"), and really moves packets between levels. (It
+/// failed before the HIQ decided a packet's next level while the packet still counted in its
+/// IQ: the dequeue had unassigned the emptied IQ and forgotten its roots, so the packet
+/// skipped to the OQ past its flow's earlier packets in a farther root's IQ.)
+#[test]
+fn hiq_delivers_in_order_through_root_changes() {
+    for seed in 1..=20 {
+        let (sent, moved) = drive_port(IqMode::TwoLevel, seed);
+        assert!(sent.len() > 300, "seed {seed}: {} sent", sent.len());
+        assert_eq!(out_of_order(&sent), None, "seed {seed}");
+        assert!(moved > 100, "seed {seed}: {moved} moves");
+    }
+}
+
+/// Single-tier IQs (App. C) through the same storm. NOT IN ORDER YET (so ignored; the check
+/// is the paper's and stays): with seed 1, flow 1 (crossing A and C) has packets in the IQ of
+/// {A, C}; A resumes, and its next packet goes to C's IQ, which another flow's packet had
+/// assigned earlier, so no order mark was placed and it leaves first. Here an order mark is
+/// placed only when an IQ is newly assigned; App. C places one whenever "the signal packet
+/// switches some flows from a working queue to another queue", i.e. per signal that changes
+/// where flows go, into every queue they leave, which needs marks between IQs in use without
+/// cycles of holds between them. The two-level HIQ has no such gap (test above).
+#[test]
+#[ignore = "single-tier IQs reorder when a flow moves to an IQ already in use: see the doc"]
+fn single_tier_delivers_in_order_through_root_changes() {
+    for seed in 1..=20 {
+        let (sent, _) = drive_port(IqMode::SingleTier, seed);
+        assert_eq!(out_of_order(&sent), None, "seed {seed}");
+    }
 }

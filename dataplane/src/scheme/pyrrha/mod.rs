@@ -6,10 +6,17 @@
 //! pick the OQ or an IQ (§4.2, §4.3); `on_enqueue`/`on_dequeue` feed the thresholds, order
 //! marks and IQ lifetimes (§4.1, App. C). IQ pauses are per-queue AFC pauses, as the Tofino2
 //! prototype's (§5.1 (iv)). PAUSE/RESUME/MERGE go out as Xoff signal frames to peers that run
-//! Pyrrha; hosts get none (they do not honour per-root pause here): at the host edge PFC, if
-//! configured beside Pyrrha, is the fallback. IQs are single-tier with order marks (App. C);
-//! the two-level HIQ scheduler is not built.
+//! Pyrrha, and to hosts when `[switch.pyrrha] hosts = true` (§4.4 "Cooperation on
+//! end-hosts": their NICs hold exactly the flows that cross a paused root,
+//! `crate::host::pyrrha`); otherwise hosts get none and PFC, if configured beside Pyrrha, is
+//! the host-edge fallback. IQs are single-tier with order marks (App. C, the default) or the
+//! two-level HIQ of §4.3 (`iq_mode = "two-level"`): the port's scheduler picking an IQ moves
+//! its head on to the next level ([`PyrrhaScheme::hiq_next`]) instead of the wire.
+//!
+//! [`incast_mix`] is the §6 incast-mix experiment (Fig. 11) the fidelity test and `xoff repro
+//! pyrrha` run.
 
+pub mod incast_mix;
 pub mod path;
 
 use super::{ControlFrame, PortView};
@@ -25,7 +32,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Tag in the packet metadata: the destination and hash words are valid (an IPv4 packet).
+/// Bits 8..16 of the tag word carry the packet's OQ once a queue is selected (the HIQ
+/// scheduler moves a packet on into it).
 const TAG_IPV4: u32 = 0x5059_0004;
+const TAG_MASK: u32 = !0xff00;
 
 /// Pyrrha state of one pipe.
 #[derive(Debug)]
@@ -36,6 +46,9 @@ pub struct PyrrhaScheme {
     signal: Vec<bool>,
     macs: Vec<([u8; 6], Option<[u8; 6]>)>,
     path: OnwardPath,
+    /// Two-level HIQ (`iq_mode = "two-level"`): IQs are dequeued into the next level, not
+    /// onto the wire ([`Self::hiq_next`]).
+    hiq: bool,
 }
 
 impl PyrrhaScheme {
@@ -55,6 +68,7 @@ impl PyrrhaScheme {
                 .map(|x| (x.mac.0, x.peer_mac.map(|m| m.0)))
                 .collect(),
             path: OnwardPath::default(),
+            hiq: p.config.iq_mode == flowctl::pyrrha::IqMode::TwoLevel,
         }))
     }
 
@@ -114,6 +128,9 @@ impl PyrrhaScheme {
         if tag != TAG_IPV4 {
             return;
         }
+        if self.hiq {
+            pkt.scheme.0[2] = TAG_IPV4 | u32::from(pkt.queue) << 8;
+        }
         let me = self.pyrrha.switch_id();
         self.model
             .onward_hashed(me, view.port as u16, Some(dst), h0, &mut self.path);
@@ -126,6 +143,50 @@ impl PyrrhaScheme {
         for c in self.pyrrha.drain_cmds() {
             apply(view.pause, c);
         }
+    }
+
+    /// Two-level HIQ: whether `queue` of `port` is an IQ, whose packets the HIQ scheduler
+    /// moves on ([`Self::hiq_next`]) instead of sending.
+    #[inline]
+    pub fn hiq_moves(&self, port: usize, queue: usize) -> bool {
+        self.hiq && self.pyrrha.is_iq(port, queue as u8)
+    }
+
+    /// Two-level HIQ (§4.3): `pkt` left IQ `from` (now `from_bytes`), which the wire
+    /// scheduler picked (it is resumed or soft-merging); the queue the HIQ scheduler puts it
+    /// in: the IQ of the next root farther on its path, or its OQ. The caller then enqueues
+    /// it there through [`Self::on_enqueue`].
+    pub fn hiq_next(
+        &mut self,
+        pkt: &Pkt,
+        from: usize,
+        from_bytes: u64,
+        view: &PortView<'_>,
+        now: u64,
+    ) -> usize {
+        let [dst, h0, tag] = pkt.scheme.0;
+        let oq = ((tag >> 8) & 0xff) as u8;
+        let to = if tag & TAG_MASK != TAG_IPV4 {
+            usize::from(oq)
+        } else {
+            // Decided while the packet still counts in `from`: the dequeue may leave it
+            // empty and resumed, hence unassigned, its roots forgotten.
+            let me = self.pyrrha.switch_id();
+            self.model
+                .onward_hashed(me, view.port as u16, Some(dst), h0, &mut self.path);
+            let c = self
+                .pyrrha
+                .next_queue(view.port, from as u8, oq, self.path.as_slice(), now);
+            for c in self.pyrrha.drain_cmds() {
+                apply(view.pause, c);
+            }
+            match c {
+                Choice::Oq => usize::from(oq),
+                Choice::Iq(q) => usize::from(q),
+            }
+        };
+        self.on_dequeue(from, from_bytes, view, now);
+        to
     }
 
     /// Thresholds on enqueue into `queue` (holding `queue_bytes` before the packet).
@@ -193,6 +254,26 @@ mod tests {
     use flowctl::pyrrha::{Msg, RootId};
     use std::path::Path;
 
+    /// A 1000-byte UDP frame h1 → h2 of `TOPO` (priority 3), its last byte `seq`.
+    fn data_frame(r: &crate::config::ResolvedTopology, seq: u8) -> Vec<u8> {
+        let h1 = &r.hosts[0];
+        let tmpl = FrameTemplate {
+            src_mac: h1.mac,
+            dst_mac: h1.peer_mac.unwrap(),
+            src_ip: h1.ip,
+            dst_ip: r.hosts[1].ip,
+            sport: 1000,
+            dport: 4791,
+            prio: 3,
+            vlan: false,
+            ecn: false,
+        };
+        let mut f = vec![0u8; 1000];
+        tmpl.emit_headers(&mut f, 1000);
+        f[999] = seq;
+        f
+    }
+
     /// h1 - s1 - s2 - h2; s1 runs Pyrrha. The root is s2's port toward h2.
     const TOPO: &str = r#"
 [[switch]]
@@ -253,23 +334,7 @@ b = "s2:h"
         let mut mem = HeapMem::new(64, 2048);
         let (s2, h) = r.port_of("s2", "h").unwrap();
         let root = RootId::new(s2 as u16, h);
-        let h1 = &r.hosts[0];
-        let frame = {
-            let tmpl = FrameTemplate {
-                src_mac: h1.mac,
-                dst_mac: h1.peer_mac.unwrap(),
-                src_ip: h1.ip,
-                dst_ip: r.hosts[1].ip,
-                sport: 1000,
-                dport: 4791,
-                prio: 3,
-                vlan: false,
-                ecn: false,
-            };
-            let mut f = vec![0u8; 1000];
-            tmpl.emit_headers(&mut f, 1000);
-            f
-        };
+        let frame = data_frame(&r, 0);
         // Uncongested: the OQ.
         receive(&mut sw, &mut mem, 0, &frame, 0);
         assert_eq!(sw.queue_bytes(1, 0), 1000);
@@ -311,5 +376,63 @@ b = "s2:h"
         assert_eq!(st.ports[1].pauses_received, 2);
         assert_eq!(st.ports[1].loops_ignored, 1);
         assert_eq!((st.ports[1].iqs_assigned, st.ports[1].order_marks), (1, 1));
+    }
+
+    /// `iq_mode = "two-level"`: a packet of a paused root waits in its IQ; once the root
+    /// resumes, the scheduler's pick of the IQ moves it into the OQ behind the flow's earlier
+    /// packet (no order mark), and it leaves from there; queue counters follow it and the
+    /// buffer is given back whole.
+    #[test]
+    fn hiq_moves_a_resumed_iq_into_the_oq_and_sends_in_order() {
+        use crate::frame::FrameMem;
+        let text = TOPO.replace(
+            "scheme = \"pyrrha\"\n",
+            "scheme = \"pyrrha\"\npyrrha = { iq_mode = \"two-level\" }\nbuffer = { buffer_bytes = 4000000 }\n",
+        );
+        let t = Topology::parse(&text, Path::new("pyrrha.toml")).unwrap();
+        let r = t.resolve().unwrap();
+        let spec = r.switch("s1").unwrap().spec.clone();
+        let mut sw = Switch::single(spec, 0).unwrap();
+        let mut mem = HeapMem::new(64, 2048);
+        let (s2, h) = r.port_of("s2", "h").unwrap();
+        let root = RootId::new(s2 as u16, h);
+        let frame = |seq: u8| data_frame(&r, seq);
+        // The wire is busy with packet 0 (OQ); packet 1 arrives after the PAUSE: IQ 1.
+        receive(&mut sw, &mut mem, 0, &frame(0), 0);
+        let pause = signal(Msg::Pause { root, hops: 1 });
+        receive(&mut sw, &mut mem, 1, &pause, 10);
+        receive(&mut sw, &mut mem, 0, &frame(1), 20);
+        assert_eq!((sw.queue_bytes(1, 0), sw.queue_bytes(1, 1)), (1000, 1000));
+        let mut out = Outputs::new();
+        sw.service(&mut mem, 1, 30, &mut out);
+        // Packet 0 left; packet 1 waits in its paused IQ.
+        assert_eq!((sw.queue_bytes(1, 0), sw.queue_bytes(1, 1)), (0, 1000));
+        receive(
+            &mut sw,
+            &mut mem,
+            1,
+            &signal(Msg::Resume { root, hops: 1 }),
+            40,
+        );
+        let mut out = Outputs::new();
+        for t in [50, 1_000_000, 2_000_000, 3_000_000] {
+            sw.service(&mut mem, 1, t, &mut out);
+        }
+        assert_eq!((sw.queue_bytes(1, 0), sw.queue_bytes(1, 1)), (0, 0));
+        let sent: Vec<u8> = out
+            .tx
+            .iter()
+            .map(|&(f, len)| mem.data(f)[len as usize - 1])
+            .collect();
+        assert!(sent.ends_with(&[1]), "{sent:?}");
+        let q = &sw.shared.counters[1].queues;
+        assert_eq!((q[1].enq_pkts.get(), q[1].deq_pkts.get()), (1, 1));
+        assert_eq!((q[0].enq_pkts.get(), q[0].deq_pkts.get()), (2, 2));
+        let st = sw.scheme_stats(4_000_000).unwrap().pyrrha.unwrap();
+        assert_eq!(st.ports[1].order_marks, 0);
+        assert_eq!(st.ports[1].iqs_in_use, 0);
+        let mmu = sw.buffer().mmu().unwrap().stats();
+        assert_eq!((mmu.lossless_used, mmu.lossy_used), (0, 0));
+        assert!(mmu.queues.iter().all(|q| q.cells == 0), "{:?}", mmu.queues);
     }
 }

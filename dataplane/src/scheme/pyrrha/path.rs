@@ -164,25 +164,49 @@ impl PathModel {
         let Some(dst) = dst else {
             return;
         };
-        let next = |sw: &ModelSwitch, p: u16| sw.peers.get(usize::from(p)).copied().flatten();
-        let mut at = self
+        let at = self
             .switches
             .get(usize::from(s))
-            .and_then(|sw| next(sw, port));
-        while let Some((n, _)) = at {
+            .and_then(|sw| sw.peers.get(usize::from(port)).copied().flatten());
+        self.follow(at.map(|(n, _)| n), dst, h0, out);
+    }
+
+    /// The onward path of a packet a host linked to switch `tor` sends (§4.4 "Cooperation
+    /// on end-hosts": a NIC that honours PAUSE per root): `hops[0]` is the NIC itself
+    /// ([`HOST_NIC`], never a root), then the egress port of every switch from `tor` on.
+    /// `dst`, `h0` as [`Self::onward_hashed`].
+    #[inline]
+    pub fn from_host(&self, tor: u16, dst: Option<u32>, h0: u32, out: &mut OnwardPath) {
+        out.hops[0] = HOST_NIC;
+        out.len = 1;
+        if let Some(dst) = dst {
+            self.follow(Some(tor), dst, h0, out);
+        }
+    }
+
+    /// Appends the egress port of switch `at` and of every switch after it.
+    #[inline]
+    fn follow(&self, mut at: Option<u16>, dst: u32, h0: u32, out: &mut OnwardPath) {
+        let next = |sw: &ModelSwitch, p: u16| sw.peers.get(usize::from(p)).copied().flatten();
+        while let Some(n) = at {
             if usize::from(out.len) > MAX_HOPS {
                 break;
             }
-            let sw = &self.switches[usize::from(n)];
+            let Some(sw) = self.switches.get(usize::from(n)) else {
+                break;
+            };
             let Some(p) = self.egress(sw, dst, h0) else {
                 break;
             };
             out.hops[usize::from(out.len)] = RootId::new(n, p);
             out.len += 1;
-            at = next(sw, p);
+            at = next(sw, p).map(|(n, _)| n);
         }
     }
 }
+
+/// `hops[0]` of a path computed at a host ([`PathModel::from_host`]): no switch has this id.
+pub const HOST_NIC: RootId = RootId::new(u16::MAX, 0);
 
 /// The unseeded ECMP hash of `t` (`loadbal::ecmp_hash` with seed 0).
 #[inline]
@@ -370,6 +394,16 @@ mod tests {
                         dport: 4791,
                     };
                     let real = fabric_path(r, &fibs, si, &t);
+                    // From the sending host: its NIC, then the same path.
+                    let Peer::Port(tor, _) = s.peer else {
+                        unreachable!()
+                    };
+                    let IpAddr::V4(dst) = t.dst else {
+                        unreachable!()
+                    };
+                    model.from_host(tor as u16, Some(u32::from(dst)), flow_hash(&t), &mut out);
+                    assert_eq!(out.as_slice()[0], HOST_NIC);
+                    assert_eq!(&out.as_slice()[1..], &real[..], "{} -> {}", s.name, d.name);
                     for (k, hop) in real.iter().enumerate() {
                         model.onward(hop.switch, hop.port, &t, &mut out);
                         assert_eq!(
