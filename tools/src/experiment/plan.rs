@@ -85,6 +85,13 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
     if exp.seeds.is_empty() {
         bail!("{fname}: seeds: give at least one seed");
     }
+    match exp.host.ack_prio {
+        Some(a) if a > 7 => bail!("{fname}: host.ack_prio: {a}: a priority 0..=7"),
+        Some(_) if exp.mode != Mode::Virtual => {
+            bail!("{fname}: host.ack_prio: virtual time only (`xoff host` has no ACK priority)")
+        }
+        _ => {}
+    }
     let mut cells = Vec::new();
     for params in cells_of(&exp.matrix)
         .into_iter()

@@ -51,6 +51,7 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
         if let Some(t) = rto {
             s.rto_ps = t;
         }
+        s.ack_prio = exp.host.ack_prio;
         s
     });
     // Telemetry of every switch port in virtual time: bytes queued (all queues, fullest
