@@ -142,7 +142,7 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
             if held.len() > BACKLOG {
                 if let Some(h) = held.pop_front() {
                     mmu.release(&h.info, h.ticket, now);
-                    let s = aq.on_dequeue(
+                    aq.on_dequeue(
                         h.info.out_port,
                         h.info.queue,
                         h.slot,
@@ -153,10 +153,8 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
                         h.upq,
                         now,
                         &mut cmds,
+                        &mut sig,
                     );
-                    if let Some(s) = s {
-                        sig.push(s);
-                    }
                     if k.is_multiple_of(16) {
                         nonempty[h.info.out_port] &= !(1 << h.info.queue);
                     }

@@ -61,3 +61,120 @@ fn bfc_scenarios_under_aquarius_are_lossless_and_in_order() {
         }
     }
 }
+
+/// The ACK class (`strict` queues, `host.ack_prio`), as the HPCC ns-3 simulator BFC and
+/// Aquarius were evaluated on keeps ACKs (`ACK_HIGH_PRIO`: queue 0, never paused, assignment
+/// among the other queues): under both schemes a port's strict queue takes no part. Frames
+/// whose priority maps to it stay in it, are never marked and raise no PAUSE however long it
+/// grows; flows are assigned to the other queues only.
+#[test]
+fn strict_ack_queue_is_out_of_bfc_and_aquarius() {
+    use dataplane::frame::HeapMem;
+    use dataplane::switch::Outputs;
+    use dataplane::wire::data::FrameTemplate;
+    use dataplane::Switch;
+    use flowctl::wire::shim::ShimRepr;
+    const TOPO: &str = r#"
+[[switch]]
+name = "s1"
+scheme = "SCHEME"
+defaults = { rate = "100Gbit", delay = "1us", queues = 8, strict = [7] }
+port = [{ name = "p1" }, { name = "p2" }, { name = "p3" }]
+buffer = { buffer_bytes = 12000000, response_ps = 0 }
+[[host]]
+name = "h1"
+ip = "10.0.0.1/24"
+[[host]]
+name = "h2"
+ip = "10.0.0.2/24"
+[[host]]
+name = "h3"
+ip = "10.0.0.3/24"
+[[link]]
+a = "h1"
+b = "s1:p1"
+[[link]]
+a = "h2"
+b = "s1:p2"
+[[link]]
+a = "h3"
+b = "s1:p3"
+"#;
+    for scheme in ["bfc", "aquarius"] {
+        let text = TOPO.replace("SCHEME", scheme);
+        let t = Topology::parse(&text, Path::new("ackclass.toml")).unwrap();
+        let r = t.resolve().unwrap();
+        let h1 = &r.hosts[r.host_index("h1").unwrap() as usize];
+        let h3 = &r.hosts[r.host_index("h3").unwrap() as usize];
+        let mut sw = Switch::single(t.switch_spec("s1").unwrap(), 0).unwrap();
+        let mut mem = HeapMem::new(4096, 2048);
+        // Frames from h1 (behind a BFC/Aquarius upstream: the data shim names its queue
+        // `prio`) to h3, 1500 B; nothing is served, so the queues only grow.
+        let mut send = |sw: &mut Switch, sport: u16, prio: u8, now: u64| {
+            let tmpl = FrameTemplate {
+                src_mac: h1.mac,
+                dst_mac: h1.peer_mac.unwrap(),
+                src_ip: h1.ip,
+                dst_ip: h3.ip,
+                sport,
+                dport: 4791,
+                prio,
+                vlan: false,
+                ecn: false,
+            };
+            let mut b = vec![0u8; 1600];
+            tmpl.emit_headers(&mut b, 1500);
+            let n = ShimRepr { upstream_q: prio }.push(&mut b, 1500).unwrap();
+            let f = mem.alloc_with(&b[..n]).unwrap();
+            sw.receive(&mut mem, 0, f, n as u32, now, &mut Outputs::new());
+        };
+        // 100 frames of an ACK-class flow (priority 7): 150 KB in queue 7, above every
+        // threshold (Th, Q_high), 10 ns apart.
+        for i in 0..100 {
+            send(&mut sw, 1000, 7, i * 10_000);
+        }
+        assert_eq!(sw.queue_bytes(2, 7), 150_000, "{scheme}: its static queue");
+        let st = serde_json::to_value(sw.scheme_stats(1_000_000).unwrap()).unwrap();
+        let pauses = |st: &serde_json::Value| -> u64 {
+            match scheme {
+                "bfc" => st["bfc"]["ports"][0]["pauses_sent"]
+                    .as_object()
+                    .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum()),
+                _ => {
+                    let p = &st["aquarius"]["ports"][0];
+                    p["pauses_sent_qhigh"].as_u64().unwrap()
+                        + p["pauses_sent_contribution"].as_u64().unwrap()
+                }
+            }
+        };
+        let marks = |st: &serde_json::Value| -> u64 {
+            match scheme {
+                "bfc" => st["bfc"]["ports"][2]["marked"].as_u64().unwrap(),
+                _ => {
+                    let p = &st["aquarius"]["ports"][2];
+                    p["marked_qhigh"].as_u64().unwrap() + p["marked_contribution"].as_u64().unwrap()
+                }
+            }
+        };
+        assert_eq!((marks(&st), pauses(&st)), (0, 0), "{scheme}: {st}");
+        // 14 data flows (priority 3): spread over queues 0-6, two per queue, none in 7.
+        for k in 0..14u16 {
+            send(&mut sw, 2000 + k, 3, 1_000_000 + u64::from(k) * 10_000);
+        }
+        assert_eq!(
+            sw.queue_bytes(2, 7),
+            150_000,
+            "{scheme}: no flow in queue 7"
+        );
+        for q in 0..7 {
+            assert!(sw.queue_bytes(2, q) > 0, "{scheme}: queue {q} unused");
+        }
+        // The data flows do meet the scheme: enough of them marks and pauses.
+        for i in 0..200u64 {
+            send(&mut sw, 2000 + (i % 14) as u16, 3, 2_000_000 + i * 10_000);
+        }
+        let st = serde_json::to_value(sw.scheme_stats(10_000_000).unwrap()).unwrap();
+        assert!(marks(&st) > 0 && pauses(&st) > 0, "{scheme}: {st}");
+        assert_eq!(sw.queue_bytes(2, 7), 150_000);
+    }
+}

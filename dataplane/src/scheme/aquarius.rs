@@ -8,6 +8,11 @@
 //! earlier packets have left) have no AFC unit at hand there: they wait for the next timer
 //! (`next_deadline` is the instant they arose), which applies them through the unit; the
 //! departure that raised them put a frame on the wire, so the port is serviced again.
+//!
+//! A port's strict-priority data queues (`strict`) are out of Aquarius
+//! ([`flowctl::Aquarius::reserve`]): a packet whose priority maps to one (the ACK class,
+//! `host.ack_prio`) stays there and meets no hook; they are never mapped to, never `rsvQ`,
+//! and do not count in `NQ_active`.
 
 use super::{ControlFrame, PortView};
 use crate::config::SwitchSpec;
@@ -92,6 +97,9 @@ impl AquariusScheme {
         for (p, &n) in a.map_queues.iter().enumerate() {
             aq.limit_mapping(p, n);
         }
+        for (i, p) in spec.ports.iter().enumerate() {
+            aq.reserve(i, super::queue_mask(&p.strict))?;
+        }
         Ok(Some(AquariusScheme {
             aq,
             shim: a.shim.clone(),
@@ -161,6 +169,9 @@ impl AquariusScheme {
     /// Alg. 1 lines 2–6 (and §3.3's steering into `rsvQ`).
     #[inline(never)]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
+        if self.aq.reserved(view.port) & (1 << pkt.queue) != 0 {
+            return; // a strict class: its static queue, no flow-table slot
+        }
         let paused = view.pause.paused_mask(now);
         let mut m = Meta::get(pkt);
         let a = self
@@ -191,7 +202,14 @@ impl AquariusScheme {
         view: &PortView<'_>,
         now: u64,
     ) {
-        let nq_active = view.active_unpaused(1 << queue, now);
+        let reserved = self.aq.reserved(view.port);
+        if reserved & (1 << queue) != 0 {
+            return;
+        }
+        // A paused queue is not given `NQ_active` 0 (thresholds 0, every entering flow
+        // paused): tried for the Web Server run, it cut Fig. 5(a)'s f3 from 34 to 21 Gbit/s,
+        // and with the ACK class that run is lossless without it (issue 16 note).
+        let nq_active = view.without(reserved).active_unpaused(1 << queue, now);
         let mut m = Meta::get(pkt);
         let (mark, sig) = self.aq.on_enqueue(
             usize::from(pkt.in_port),
@@ -215,8 +233,11 @@ impl AquariusScheme {
     /// Alg. 2.
     #[inline(never)]
     pub fn on_dequeue(&mut self, pkt: &Pkt, queue: usize, view: &PortView<'_>, now: u64) {
+        if self.aq.reserved(view.port) & (1 << queue) != 0 {
+            return;
+        }
         let m = Meta::get(pkt);
-        if let Some(s) = self.aq.on_dequeue(
+        self.aq.on_dequeue(
             view.port,
             queue,
             m.slot,
@@ -227,9 +248,8 @@ impl AquariusScheme {
             m.upq,
             now,
             &mut self.cmds,
-        ) {
-            self.sig.push(s);
-        }
+            &mut self.sig,
+        );
         self.hold(view.port, now);
     }
 

@@ -2,6 +2,10 @@
 //! pushes it on egress toward BFC peers, assigns flows to queues, feeds the pause counters from
 //! enqueue/dequeue, applies received Xoff signal frames through the AFC unit, and sends the
 //! signals. The decisions are `flowctl::Bfc`'s; this adapter only moves data.
+//!
+//! A port's strict-priority data queues (`strict`) are out of BFC ([`flowctl::Bfc::reserve`]):
+//! a packet whose priority maps to one (the ACK class, `host.ack_prio`) stays there, meets
+//! no hook and is never marked; they do not count in `N_active`.
 
 use super::{ControlFrame, PortView};
 use crate::config::SwitchSpec;
@@ -80,7 +84,7 @@ impl BfcScheme {
                 peer_mac: p.peer_mac.map(|m| m.0),
             })
             .collect();
-        let bfc = flowctl::Bfc::new(
+        let mut bfc = flowctl::Bfc::new(
             b.config.clone(),
             &ports,
             &b.elide,
@@ -88,6 +92,9 @@ impl BfcScheme {
             sh.clone(),
             refresher,
         )?;
+        for (i, p) in spec.ports.iter().enumerate() {
+            bfc.reserve(i, super::queue_mask(&p.strict))?;
+        }
         Ok(Some(BfcScheme {
             bfc,
             shim: b.shim.clone(),
@@ -138,6 +145,10 @@ impl BfcScheme {
     /// BFC replaces the priority map for data traffic (§3.3.1): the flow's queue.
     #[inline]
     pub fn select_queue(&mut self, pkt: &mut Pkt, view: &PortView<'_>, now: u64) {
+        let reserved = self.bfc.reserved(view.port);
+        if reserved & (1 << pkt.queue) != 0 {
+            return; // a strict class: its static queue, no flow-table slot
+        }
         let paused = view.pause.paused_mask(now);
         let mut m = Meta::get(pkt);
         let a = self
@@ -164,6 +175,11 @@ impl BfcScheme {
         view: &PortView<'_>,
         now: u64,
     ) {
+        let reserved = self.bfc.reserved(view.port);
+        if reserved & (1 << queue) != 0 {
+            return;
+        }
+        let view = view.without(reserved);
         let n_active = view.active_unpaused(1 << queue, now);
         let mut m = Meta::get(pkt);
         let (mark, sig) = self.bfc.on_enqueue(
@@ -191,6 +207,11 @@ impl BfcScheme {
         view: &PortView<'_>,
         now: u64,
     ) {
+        let reserved = self.bfc.reserved(view.port);
+        if reserved & (1 << queue) != 0 {
+            return;
+        }
+        let view = view.without(reserved);
         let m = Meta::get(pkt);
         let port = view.port;
         if let Some(s) = self.bfc.on_dequeue(

@@ -69,6 +69,22 @@ impl PortView<'_> {
     pub fn active_unpaused(&self, extra: u128, now: u64) -> u32 {
         ((self.nonempty | extra) & !self.pause.paused_mask(now)).count_ones()
     }
+
+    /// The view with the queues of `mask` left out (a scheme's reserved, strict queues).
+    #[inline]
+    pub fn without(&self, mask: u128) -> Self {
+        PortView {
+            nonempty: self.nonempty & !mask,
+            ..*self
+        }
+    }
+}
+
+/// The bitmap of queue indices `qs` (indices beyond 127 ignored).
+pub fn queue_mask(qs: &[usize]) -> u128 {
+    qs.iter()
+        .filter(|&&q| q < 128)
+        .fold(0u128, |m, &q| m | (1 << q))
 }
 
 /// An Xoff signal frame (EtherType 0x88B5) received as `frame`, parsed; `None` for another

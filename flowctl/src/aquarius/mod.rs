@@ -6,7 +6,10 @@
 //!   ([`crate::bfc::FlowTable`], indexed by ⟨egress port, hash(FID)⟩) with entries
 //!   {mappedQ, size, pauseNum}: a flow with no packet in the switch (size 0) takes an empty
 //!   queue, else the least occupied one; a flow with packets keeps its queue. No sticky time.
-//!   The reserved queue `rsvQ` of the port (below) is never mapped to.
+//!   The reserved queue `rsvQ` of the port (below) is never mapped to, nor are the queues the
+//!   caller reserves ([`Aquarius::reserve`]: the port's strict-priority queues, an ACK class
+//!   as the HPCC ns-3 simulator Aquarius was evaluated on keeps ACKs in a never-paused queue
+//!   0): their packets keep their static queue and meet no hook, and `rsvQ` is never one.
 //! * **Contribution-aware pausing (§3.2, Alg. 1 lines 7–16).** On enqueue into a queue of
 //!   length `L` (bytes, this packet included): `L > Q_high` marks the packet; else if
 //!   `L > Q_low` and `T_avg < T_min`, the packet is marked only if its flow's buffered bytes
@@ -17,7 +20,12 @@
 //!   [`FlowState`] says why not on 0→1 alone).
 //!   `Q_low = HRTT·μ/NQ_active`, `Q_high = 3·HRTT·μ/NQ_active`, `T_min = MTU·NQ_active/μ`
 //!   (precomputed per `NQ_active` as the paper's match-action table; `NQ_active` is taken as
-//!   BFC's `N_active`, the port's non-empty unpaused queues, min 1). `T_avg = α·T +
+//!   BFC's `N_active`, the port's non-empty unpaused queues, the entered one included, min
+//!   1). Into a queue that is itself paused the caller passes `NQ_active` 0: the queue drains
+//!   at 0, its share of `μ` over an HRTT is nothing, so both thresholds are 0 and every packet
+//!   entering it is marked and pauses its flow upstream (with 1 there a paused queue took a
+//!   full HRTT·μ from every flow before pausing any, and overflowed the ingress limit in the
+//!   §4 Web Server run). `T_avg = α·T +
 //!   (1−α)·T_avg` over the packet inter-arrival time `T` of the queue, updated on *every*
 //!   arrival (Alg. 1 prints the update inside the `T_avg < T_min` branch, where it could
 //!   never rise again once below: read as an indentation slip). The first sample seeds the
@@ -79,6 +87,8 @@ pub enum AquariusError {
     Alpha(f64),
     #[error("hrtt of {0} ps is longer than Aquarius allows ({MAX_INTERVAL_PS} ps, one hour)")]
     Hrtt(u64),
+    #[error("port {0}: every data queue is strict, none left for Aquarius's mapping")]
+    Reserved(usize),
 }
 
 /// `Occu_fair = ⌈L ≫ ⌈log2 N⌉⌉` (eq. 1): `L` bytes shared by `N` active flows (`N` 0 as 1).
@@ -108,15 +118,33 @@ pub fn t_min_ps(mtu_bytes: u32, rate_bps: u64, nq_active: u32) -> u64 {
 /// port and upstream queue the PAUSE named, not those of the packet that happens to leave
 /// last. Keyed on 0→1 and 1→0 alone, such an entry sent RESUMEs for flows never paused and
 /// none for paused ones, which then stayed held for good (seen in the §4 Web Server run).
+///
+/// Another data flow of the entry marked while that PAUSE is outstanding gets a PAUSE of its
+/// own, and its RESUME goes with the entry's (`pauseNum` 1→0): the table keeps those flows
+/// aside ([`Aquarius`]'s `sharers`, `others` here). With one PAUSE per entry such a flow was
+/// never paused at all: its marks only held the first flow's RESUME back while it kept
+/// sending, a whole window into the queue (170 KB of one flow in a paused queue, and the
+/// ingress past its buffer threshold, in the §4 Web Server run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowState {
     pub pause_num: u32,
     pub bytes: u32,
     /// A PAUSE is outstanding for `paused_fid` (sent on `paused_port`, for `paused_upq`).
     pub paused: bool,
+    /// PAUSEs are outstanding for other flows of the entry too.
+    pub others: bool,
     pub paused_fid: u32,
     pub paused_port: u32,
     pub paused_upq: u8,
+}
+
+/// A flow paused through an entry whose PAUSE named another flow (see [`FlowState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sharer {
+    slot: u32,
+    fid: u32,
+    port: u32,
+    upq: u8,
 }
 
 /// Why a packet was marked.
@@ -185,6 +213,8 @@ pub struct Aquarius {
     hrtt_ps: u64,
     /// α in 1/65536.
     alpha16: u64,
+    /// Flows paused through an entry held by another flow's PAUSE (hash collisions: rare).
+    sharers: Vec<Sharer>,
 }
 
 impl Aquarius {
@@ -205,17 +235,21 @@ impl Aquarius {
         let ports = ports
             .iter()
             .map(|p| {
-                let n = 0..=p.queues as u32;
+                // Index 0: the entered queue is paused (drain rate 0, see `on_enqueue`).
+                let n = 1..=p.queues as u32;
                 Port {
-                    q_low: n
-                        .clone()
-                        .map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k))
+                    q_low: std::iter::once(0)
+                        .chain(n.clone().map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k)))
                         .collect(),
-                    q_high: n
-                        .clone()
-                        .map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k).saturating_mul(3))
+                    q_high: std::iter::once(0)
+                        .chain(
+                            n.clone()
+                                .map(|k| threshold_bytes(hrtt_ps, p.rate_bps, k).saturating_mul(3)),
+                        )
                         .collect(),
-                    t_min: n.map(|k| t_min_ps(p.mtu_frame, p.rate_bps, k)).collect(),
+                    t_min: std::iter::once(u64::MAX)
+                        .chain(n.map(|k| t_min_ps(p.mtu_frame, p.rate_bps, k)))
+                        .collect(),
                     t_avg: vec![T_IDLE; p.queues],
                     last: vec![u64::MAX; p.queues],
                     bytes: vec![0; p.queues],
@@ -237,6 +271,7 @@ impl Aquarius {
             table,
             ports,
             hrtt_ps,
+            sharers: Vec::new(),
         })
     }
 
@@ -254,27 +289,43 @@ impl Aquarius {
         }
     }
 
+    /// Takes the queues of `mask` on `port` out of Aquarius: out of dynamic mapping and out
+    /// of `rsvQ` (see the module doc); the caller calls no hook for their packets.
+    pub fn reserve(&mut self, port: usize, mask: u128) -> Result<(), AquariusError> {
+        if self.table.reserve(port, mask) {
+            Ok(())
+        } else {
+            Err(AquariusError::Reserved(port))
+        }
+    }
+
+    /// The reserved queues of `port` (bit q).
+    #[inline]
+    pub fn reserved(&self, port: usize) -> u128 {
+        self.table.reserved(port)
+    }
+
     /// The one-hop RTT in use (ps).
     pub fn hrtt_ps(&self) -> u64 {
         self.hrtt_ps
     }
 
-    /// `Q_low` of `egress` with `nq` active queues (bytes).
+    /// `Q_low` of `egress` with `nq` active queues (bytes; `nq` 0: a paused queue, 0 B).
     pub fn q_low(&self, egress: usize, nq: u32) -> u64 {
         let p = &self.ports[egress];
-        p.q_low[(nq.max(1) as usize).min(p.q_low.len() - 1)]
+        p.q_low[(nq as usize).min(p.q_low.len() - 1)]
     }
 
-    /// `Q_high` of `egress` with `nq` active queues (bytes).
+    /// `Q_high` of `egress` with `nq` active queues (bytes; `nq` 0: a paused queue, 0 B).
     pub fn q_high(&self, egress: usize, nq: u32) -> u64 {
         let p = &self.ports[egress];
-        p.q_high[(nq.max(1) as usize).min(p.q_high.len() - 1)]
+        p.q_high[(nq as usize).min(p.q_high.len() - 1)]
     }
 
-    /// `T_min` of `egress` with `nq` active queues (ps).
+    /// `T_min` of `egress` with `nq` active queues (ps; `nq` 0: a paused queue, unbounded).
     pub fn t_min(&self, egress: usize, nq: u32) -> u64 {
         let p = &self.ports[egress];
-        p.t_min[(nq.max(1) as usize).min(p.t_min.len() - 1)]
+        p.t_min[(nq as usize).min(p.t_min.len() - 1)]
     }
 
     /// `T_avg` of a queue (ps).
@@ -409,7 +460,7 @@ impl Aquarius {
         };
         flow.bytes = flow.bytes.saturating_add(len);
         let l = queue_bytes + u64::from(len);
-        let nq = (nq_active.max(1) as usize).min(p.q_low.len() - 1);
+        let nq = (nq_active as usize).min(p.q_low.len() - 1);
         let mark = if l > p.q_high[nq] {
             Some(Mark::QHigh)
         } else if l > p.q_low[nq]
@@ -441,11 +492,34 @@ impl Aquarius {
             Mark::Contribution => p.stats.marked_contribution += 1,
         }
         flow.pause_num += 1;
-        if flow.paused || upq == NO_UPQ || in_port >= self.ports.len() {
+        if upq == NO_UPQ || in_port >= self.ports.len() {
             return (Some(m), None);
         }
-        flow.paused = true;
-        (flow.paused_fid, flow.paused_port, flow.paused_upq) = (fid, in_port as u32, upq);
+        if flow.paused {
+            // Outstanding for this flow already, or another flow of the entry: that one gets
+            // a PAUSE of its own, once (see FlowState).
+            if flow.paused_fid == fid && flow.paused_port == in_port as u32 {
+                return (Some(m), None);
+            }
+            let sh = Sharer {
+                slot,
+                fid,
+                port: in_port as u32,
+                upq,
+            };
+            if self
+                .sharers
+                .iter()
+                .any(|x| x.slot == slot && x.fid == fid && x.port == sh.port)
+            {
+                return (Some(m), None);
+            }
+            flow.others = true;
+            self.sharers.push(sh);
+        } else {
+            flow.paused = true;
+            (flow.paused_fid, flow.paused_port, flow.paused_upq) = (fid, in_port as u32, upq);
+        }
         let ip = &mut self.ports[in_port];
         match m {
             Mark::QHigh => ip.stats.pauses_sent_qhigh += 1,
@@ -460,10 +534,10 @@ impl Aquarius {
     }
 
     /// Alg. 2: a packet (flow `fid` in `slot`, `len` bytes, `marked` at enqueue) left
-    /// `queue` of `egress`. Returns the RESUME to send on `pauseNum` 1→0 if a PAUSE is
-    /// outstanding, to where that PAUSE went ([`FlowState`]: the leaving packet's own ingress
-    /// port and upstream queue are not used); the upstream side of `egress` may resume or
-    /// release `rsvQ` (`cmds`).
+    /// `queue` of `egress`. On `pauseNum` 1→0 the RESUMEs go to `sigs` if PAUSEs are
+    /// outstanding, each to where its PAUSE went ([`FlowState`]: the leaving packet's own
+    /// ingress port and upstream queue are not used); the upstream side of `egress` may
+    /// resume or release `rsvQ` (`cmds`).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn on_dequeue(
@@ -478,18 +552,19 @@ impl Aquarius {
         _upq: u8,
         now: u64,
         cmds: &mut Vec<QueueCmd>,
-    ) -> Option<(usize, SignalRepr)> {
+        sigs: &mut Vec<(usize, SignalRepr)>,
+    ) {
         let p = &mut self.ports[egress];
         p.bytes[queue] = p.bytes[queue].saturating_sub(u64::from(len));
         if p.qt.rsv() == Some(queue as u8) {
             p.stats.rsv_bytes = p.stats.rsv_bytes.saturating_sub(u64::from(len));
         }
         if slot == NO_SLOT {
-            return None;
+            return;
         }
-        // A PAUSE received for the entry's flow counted the entry's packets as the flow's
-        // old packets (`on_signal`), those of a flow sharing the entry (a hash collision)
-        // included: their departures from the shared queue are counted for it too, or
+        // A PAUSE received for the entry's flow counted the entry's packets in its queue as
+        // the flow's old packets (`on_signal`), those of a flow sharing the entry (a hash
+        // collision) included: their departures from that queue are counted for it too, or
         // `rsvQ` would wait for them forever (a deadlock). The cost: with a collision
         // `rsvQ` may resume before the held flow's own old packets have all left.
         let claimer = self.table.entry(slot).map_or(fid, |e| e.fid);
@@ -508,28 +583,51 @@ impl Aquarius {
             p.qt.flow_out(usize::from(home));
             p.stats.active_flows = p.stats.active_flows.saturating_sub(1);
         }
-        let flow = self.table.extra_mut(slot)?;
+        let Some(flow) = self.table.extra_mut(slot) else {
+            return;
+        };
         flow.bytes = flow.bytes.saturating_sub(len);
         if !marked || flow.pause_num == 0 {
-            return None;
+            return;
         }
         flow.pause_num -= 1;
         if flow.pause_num != 0 || !flow.paused {
-            return None;
+            return;
         }
-        // The flow the PAUSE named (see FlowState), whichever packet left last.
+        // The flow the PAUSE named (see FlowState), whichever packet left last, and the
+        // other flows of the entry paused since.
         flow.paused = false;
+        let others = std::mem::take(&mut flow.others);
         let (fid, in_port, upq) = (flow.paused_fid, flow.paused_port as usize, flow.paused_upq);
-        let ip = self.ports.get_mut(in_port)?;
+        self.resume(in_port, upq, fid, sigs);
+        if others {
+            let mut i = 0;
+            while i < self.sharers.len() {
+                let x = self.sharers[i];
+                if x.slot == slot {
+                    self.sharers.swap_remove(i);
+                    self.resume(x.port as usize, x.upq, x.fid, sigs);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// RESUME(upq, fid) on `in_port`.
+    fn resume(&mut self, in_port: usize, upq: u8, fid: u32, sigs: &mut Vec<(usize, SignalRepr)>) {
+        let Some(ip) = self.ports.get_mut(in_port) else {
+            return;
+        };
         ip.stats.resumes_sent += 1;
-        Some((
+        sigs.push((
             in_port,
             SignalRepr {
                 dst_addr: ip.dst,
                 src_addr: ip.src,
                 signal: Signal::FlowResume { queue: upq, fid },
             },
-        ))
+        ));
     }
 
     /// §3.3: a PAUSE/RESUME(queue, FID) received on `port` (from its downstream) acts on
@@ -549,8 +647,22 @@ impl Aquarius {
         match *signal {
             Signal::FlowPause { queue, fid } => {
                 let slot = self.table.slot_of(port, fid);
+                // The packets that must leave the flow's queue before rsvQ may run: its
+                // entry's, less those of flows sharing the entry (a hash collision, §5) that
+                // are held in rsvQ already. Those leave rsvQ, not the flow's queue, and are
+                // counted for their own flow there: left in, the count never reached 0 and
+                // rsvQ, paused until it did, held them for good (a deadlock that spread
+                // upstream through the marks it held; the §4 Web Server run, 1 ms).
                 let (home, pkts) = match self.table.entry(slot) {
-                    Some(e) if e.size > 0 && e.fid == fid => (Some(e.queue), e.size),
+                    Some(e) if e.size > 0 && e.fid == fid => {
+                        let table = &self.table;
+                        let in_rsv: u32 =
+                            p.qt.held()
+                                .filter(|&(f, _)| f != fid && table.slot_of(port, f) == slot)
+                                .map(|(_, n)| n)
+                                .sum();
+                        (Some(e.queue), e.size.saturating_sub(in_rsv))
+                    }
                     _ => (None, 0),
                 };
                 let mut empty = 0u128;
@@ -559,6 +671,8 @@ impl Aquarius {
                         empty |= 1 << q;
                     }
                 }
+                // Never a reserved (strict, ACK) queue for rsvQ.
+                empty &= !self.table.reserved(port);
                 let p = &mut self.ports[port];
                 let queue = queue.min((p.bytes.len() - 1) as u8);
                 // A queue of a forced placement is shared by construction: every later flow

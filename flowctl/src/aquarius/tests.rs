@@ -20,6 +20,29 @@ fn aq(queues: usize, ports: usize) -> Aquarius {
     Aquarius::new(AquariusConfig::default(), &vec![port(queues); ports]).unwrap()
 }
 
+/// [`Aquarius::on_dequeue`] where at most one RESUME may leave: that RESUME.
+#[allow(clippy::too_many_arguments)]
+fn dq(
+    a: &mut Aquarius,
+    egress: usize,
+    queue: usize,
+    slot: u32,
+    fid: u32,
+    len: u32,
+    marked: bool,
+    in_port: usize,
+    upq: u8,
+    now: u64,
+    cmds: &mut Vec<QueueCmd>,
+) -> Option<(usize, SignalRepr)> {
+    let mut s = Vec::new();
+    a.on_dequeue(
+        egress, queue, slot, fid, len, marked, in_port, upq, now, cmds, &mut s,
+    );
+    assert!(s.len() <= 1, "one RESUME at most: {s:?}");
+    s.pop()
+}
+
 #[test]
 fn occu_fair_rounds_log2_n_up() {
     // ⌈L ≫ ⌈log2 N⌉⌉: N = 3 shares as 4, N = 5 as 8.
@@ -44,8 +67,12 @@ fn thresholds_from_rates() {
     // T_min = MTU·NQ_active/μ: 1514 B at 100 Gbit/s = 121.12 ns per active queue.
     assert_eq!(a.t_min(0, 1), 121_120);
     assert_eq!(a.t_min(0, 4), 484_480);
-    // NQ_active 0 is taken as 1; above the port's queues, clamped.
-    assert_eq!(a.q_low(0, 0), a.q_low(0, 1));
+    // NQ_active 0 (the entered queue is paused: it drains at 0): every threshold 0 and
+    // T_min unbounded; above the port's queues, clamped.
+    assert_eq!(
+        (a.q_low(0, 0), a.q_high(0, 0), a.t_min(0, 0)),
+        (0, 0, u64::MAX)
+    );
     assert_eq!(a.t_min(0, 100), a.t_min(0, 8));
     // A configured HRTT: 2 µs at 100 Gbit/s = 25 000 B.
     let b = Aquarius::new(
@@ -150,7 +177,9 @@ fn contribution_aware_pausing_marks_only_the_heavy_flow() {
     // Alg. 2: dequeue in FIFO order; the RESUME comes with the last marked packet of f1.
     let mut resumes = Vec::new();
     for (k, &(fid, slot, marked, in_port, upq)) in slots.iter().enumerate() {
-        if let Some(r) = a.on_dequeue(0, 0, slot, fid, 1500, marked, in_port, upq, now, &mut c) {
+        if let Some(r) = dq(
+            &mut a, 0, 0, slot, fid, 1500, marked, in_port, upq, now, &mut c,
+        ) {
             resumes.push((k, r));
         }
     }
@@ -165,8 +194,10 @@ fn contribution_aware_pausing_marks_only_the_heavy_flow() {
 }
 
 /// Two flows sharing a flow-table entry (a hash collision, §5) share its `pauseNum`: the
-/// RESUME on 1→0 names the flow, port and upstream queue the PAUSE named, even when the last
-/// marked packet to leave is the other flow's.
+/// RESUMEs on 1→0 name the flows, ports and upstream queues the PAUSEs named, even when the
+/// last marked packet to leave is the other flow's. The second flow marked while the first's
+/// PAUSE is outstanding gets a PAUSE of its own (once), resumed with the entry's: with one
+/// PAUSE per entry it was never paused and kept sending into the marked queue.
 #[test]
 fn a_colliding_flow_does_not_steal_the_resume() {
     let mut a = aq(1, 3);
@@ -182,28 +213,38 @@ fn a_colliding_flow_does_not_steal_the_resume() {
         })
         .expect("a colliding FID");
     // Queue above Q_high (3 × 28 076 B): every packet is marked. fa from port 1 (upstream
-    // queue 4) first, then fb from port 2 (upstream queue 6).
+    // queue 4) first, then fb from port 2 (upstream queue 6), twice.
     let q = 90_000;
     let (ma, pa) = a.on_enqueue(1, 4, 0, 0, sa, fa, 1500, q, 1, 0);
     let sb = a.assign(0, fb, 1, 0, 1, &mut c).slot;
     assert_eq!(sb, sa);
     let (mb, pb) = a.on_enqueue(2, 6, 0, 0, sb, fb, 1500, q + 1500, 1, 1);
-    assert!(ma.is_some() && mb.is_some());
+    let (mb2, pb2) = a.on_enqueue(2, 6, 0, 0, sb, fb, 1500, q + 3000, 1, 1);
+    assert!(ma.is_some() && mb.is_some() && mb2.is_some());
     assert_eq!(
         pa.map(|p| (p.0, p.1.signal)),
         Some((1, Signal::FlowPause { queue: 4, fid: fa }))
     );
-    assert!(pb.is_none(), "pauseNum was already 1");
-    assert!(a
-        .on_dequeue(0, 0, sa, fa, 1500, true, 1, 4, 2, &mut c)
-        .is_none());
-    let r = a.on_dequeue(0, 0, sb, fb, 1500, true, 2, 6, 3, &mut c);
     assert_eq!(
-        r.map(|r| (r.0, r.1.signal)),
-        Some((1, Signal::FlowResume { queue: 4, fid: fa }))
+        pb.map(|p| (p.0, p.1.signal)),
+        Some((2, Signal::FlowPause { queue: 6, fid: fb })),
+        "fb's own PAUSE, though the entry's pauseNum was 1"
+    );
+    assert!(pb2.is_none(), "fb's PAUSE is outstanding");
+    assert!(dq(&mut a, 0, 0, sa, fa, 1500, true, 1, 4, 2, &mut c).is_none());
+    assert!(dq(&mut a, 0, 0, sb, fb, 1500, true, 2, 6, 3, &mut c).is_none());
+    let mut r = Vec::new();
+    a.on_dequeue(0, 0, sb, fb, 1500, true, 2, 6, 4, &mut c, &mut r);
+    assert_eq!(
+        r.iter().map(|r| (r.0, r.1.signal)).collect::<Vec<_>>(),
+        vec![
+            (1, Signal::FlowResume { queue: 4, fid: fa }),
+            (2, Signal::FlowResume { queue: 6, fid: fb })
+        ]
     );
     assert_eq!(a.port_stats(1).resumes_sent, 1);
-    assert_eq!(a.port_stats(2).resumes_sent, 0);
+    assert_eq!(a.port_stats(2).resumes_sent, 1);
+    assert_eq!(a.port_stats(2).pauses_sent_qhigh, 1);
     // The entry's first mark is a packet without an upstream queue (an ACK: no data shim):
     // it raises no PAUSE, so the data flow's mark must, and the RESUME follows exactly once.
     let (mk, pk) = a.on_enqueue(2, NO_UPQ, 0, 0, sa, fb, 64, q, 1, 4);
@@ -213,10 +254,8 @@ fn a_colliding_flow_does_not_steal_the_resume() {
         pd.map(|p| (p.0, p.1.signal)),
         Some((1, Signal::FlowPause { queue: 4, fid: fa }))
     );
-    assert!(a
-        .on_dequeue(0, 0, sa, fa, 1500, true, 1, 4, 6, &mut c)
-        .is_none());
-    let r = a.on_dequeue(0, 0, sa, fb, 64, true, 2, NO_UPQ, 7, &mut c);
+    assert!(dq(&mut a, 0, 0, sa, fa, 1500, true, 1, 4, 6, &mut c).is_none());
+    let r = dq(&mut a, 0, 0, sa, fb, 64, true, 2, NO_UPQ, 7, &mut c);
     assert_eq!(
         r.map(|r| (r.0, r.1.signal)),
         Some((1, Signal::FlowResume { queue: 4, fid: fa }))
@@ -285,7 +324,7 @@ fn pause_alone_vs_shared_and_rsvq_lifecycle() {
     a.on_enqueue(9, NO_UPQ, 0, sc.queue.into(), sc.slot, fc, 1500, 1500, 3, 2);
     assert_eq!(sc.queue, sb.queue, "least occupied: fb's queue");
     // The filler leaves: the third queue is empty again.
-    a.on_dequeue(0, 2, sf.slot, ff, 9000, false, 9, NO_UPQ, 2, &mut c);
+    dq(&mut a, 0, 2, sf.slot, ff, 9000, false, 9, NO_UPQ, 2, &mut c);
 
     let shared = sb.queue;
 
@@ -327,7 +366,8 @@ fn pause_alone_vs_shared_and_rsvq_lifecycle() {
     );
     assert!(c.is_empty());
     // The old packet leaves: rsvQ resumes (in order: nothing of fb is ahead any more).
-    a.on_dequeue(
+    dq(
+        &mut a,
         0,
         shared.into(),
         sb.slot,
@@ -347,7 +387,8 @@ fn pause_alone_vs_shared_and_rsvq_lifecycle() {
         "fb still has a packet in rsvQ"
     );
     // Its packet in rsvQ leaves: fb has nothing left, rsvQ is released.
-    a.on_dequeue(
+    dq(
+        &mut a,
         0,
         rsv.into(),
         sb2.slot,
@@ -427,7 +468,8 @@ impl Upstream {
     /// One packet of queue `q`.
     fn serve_queue(&mut self, q: usize) {
         if let Some((fid, s, slot)) = self.qs[q].pop_front() {
-            self.a.on_dequeue(
+            dq(
+                &mut self.a,
                 0,
                 q,
                 slot,
@@ -454,7 +496,8 @@ impl Upstream {
                 continue;
             }
             if let Some((fid, s, slot)) = self.qs[q].pop_front() {
-                self.a.on_dequeue(
+                dq(
+                    &mut self.a,
                     0,
                     q,
                     slot,
@@ -595,7 +638,8 @@ fn a_queue_paused_flow_returning_empty_stays_held() {
     );
     assert_eq!(c, vec![QueueCmd::Pause(s.queue)]);
     c.clear();
-    a.on_dequeue(
+    dq(
+        &mut a,
         0,
         s.queue.into(),
         s.slot,
@@ -613,7 +657,8 @@ fn a_queue_paused_flow_returning_empty_stays_held() {
     assert!(c.is_empty());
     // After the RESUME it is a new flow again.
     a.on_enqueue(9, NO_UPQ, 0, s.queue.into(), again.slot, 5, 1500, 0, 1, 2);
-    a.on_dequeue(
+    dq(
+        &mut a,
         0,
         s.queue.into(),
         again.slot,
@@ -656,4 +701,108 @@ fn absurd_hrtt_is_refused_and_thresholds_saturate() {
     assert_eq!(a.hrtt_ps(), MAX_INTERVAL_PS);
     assert_eq!(threshold_bytes(u64::MAX, u64::MAX, 1), u64::MAX);
     assert_eq!(t_min_ps(u32::MAX, 1, u32::MAX), u64::MAX);
+}
+
+/// A reserved (strict, ACK) queue is out of Aquarius: no new flow is mapped to it, even when
+/// it is the only empty queue, and it is never taken for `rsvQ` (a flow sharing its queue is
+/// then held by pausing the shared queue, counted as `no_rsv`).
+#[test]
+fn reserved_queue_is_never_mapped_nor_rsvq() {
+    let mut a = aq(3, 1);
+    a.reserve(0, 0b100).unwrap();
+    assert!(
+        a.reserve(0, 0b111).is_err(),
+        "no queue left for the mapping"
+    );
+    assert_eq!(a.reserved(0), 0b100);
+    let mut c = Vec::new();
+    let (fa, fb, fc) = (1000, 2001, 3002);
+    let sa = a.assign(0, fa, 0, 0, 0, &mut c);
+    a.on_enqueue(9, NO_UPQ, 0, sa.queue.into(), sa.slot, fa, 3000, 0, 1, 0);
+    let sb = a.assign(0, fb, 1 << sa.queue, 0, 1, &mut c);
+    a.on_enqueue(9, NO_UPQ, 0, sb.queue.into(), sb.slot, fb, 1500, 0, 2, 1);
+    assert!(sa.queue < 2 && sb.queue < 2 && sa.queue != sb.queue);
+    // Queues 0 and 1 busy, queue 2 empty but reserved: fc joins the least occupied (fb's).
+    let sc = a.assign(0, fc, 0b011, 0, 2, &mut c);
+    assert_eq!(sc.queue, sb.queue);
+    a.on_enqueue(9, NO_UPQ, 0, sc.queue.into(), sc.slot, fc, 1500, 1500, 2, 2);
+    // PAUSE(fb), which shares with fc: the only empty queue is reserved, so no rsvQ.
+    let pause = Signal::FlowPause {
+        queue: sb.queue,
+        fid: fb,
+    };
+    assert!(a.on_signal(0, &pause, 0, &mut c));
+    assert_eq!(c, vec![QueueCmd::Pause(sb.queue)]);
+    assert_eq!(a.queue_table(0).rsv(), None);
+    assert_eq!(a.queue_table(0).stats.no_rsv, 1);
+}
+
+/// A packet entering a paused queue meets thresholds of 0 (`NQ_active` 0: the queue drains
+/// at 0, its share of `μ` over an HRTT is nothing), so it is marked and its flow paused
+/// upstream. With `NQ_active` taken as 1 there, a paused queue took a full HRTT·μ from every
+/// flow before pausing any (1 039 frames dropped past the ingress limit in 1 ms of the §4 Web
+/// Server run, none with 0).
+#[test]
+fn a_paused_queue_pauses_every_flow_entering_it() {
+    let mut a = aq(8, 2);
+    let mut c = Vec::new();
+    let s = a.assign(0, 7, 0, 0, 0, &mut c);
+    // The same 1500 B packet into an empty queue: unpaused (NQ_active 1) it passes...
+    let (m, p) = a.on_enqueue(1, 3, 0, s.queue.into(), s.slot, 7, 1500, 0, 1, 0);
+    assert_eq!((m, p), (None, None));
+    // ...into the same queue paused (NQ_active 0) it is marked and PAUSEs its flow.
+    let (m, p) = a.on_enqueue(1, 3, 0, s.queue.into(), s.slot, 7, 1500, 1500, 0, 1);
+    assert_eq!(m, Some(Mark::QHigh));
+    assert_eq!(
+        p.map(|p| (p.0, p.1.signal)),
+        Some((1, Signal::FlowPause { queue: 3, fid: 7 }))
+    );
+}
+
+/// PAUSE(fa) for a flow whose flow-table entry it shares with fb (a hash collision), fb held
+/// in `rsvQ` already with later packets there: fa's old packets are the entry's less fb's in
+/// `rsvQ`. Counted in, fa waited for packets behind the paused `rsvQ` itself, `rsvQ` never
+/// resumed and held both flows for good (a deadlock that spread upstream, §4 Web Server run).
+#[test]
+fn rsvq_resumes_when_a_colliding_flow_is_held_in_it() {
+    let mut a = aq(4, 1);
+    a.limit_mapping(0, 1); // every flow in queue 0: shared, so a PAUSE moves to rsvQ
+    let mut c = Vec::new();
+    let fa = 0x100;
+    let sa = a.assign(0, fa, 0, 0, 0, &mut c).slot;
+    let fb = (0x101..0x100_000)
+        .find(|&f| {
+            let mut t = aq(4, 1);
+            t.limit_mapping(0, 1);
+            t.assign(0, fa, 0, 0, 0, &mut c);
+            t.assign(0, f, 1, 0, 0, &mut c).slot == sa
+        })
+        .expect("a colliding FID");
+    a.on_enqueue(9, NO_UPQ, 0, 0, sa, fa, 1500, 0, 1, 0);
+    let sb = a.assign(0, fb, 1, 0, 1, &mut c);
+    assert_eq!((sb.slot, sb.queue), (sa, 0));
+    a.on_enqueue(9, NO_UPQ, 0, 0, sb.slot, fb, 1500, 1500, 1, 1);
+    // PAUSE(fb): moved to rsvQ (queue 1), paused; its next two packets go there.
+    assert!(a.on_signal(0, &Signal::FlowPause { queue: 0, fid: fb }, 0, &mut c));
+    assert_eq!(c, vec![QueueCmd::Pause(1)]);
+    for k in 0..2 {
+        let s = a.assign(0, fb, 1, 0b10, 2 + k, &mut c);
+        assert_eq!(s.queue, 1);
+        a.on_enqueue(9, NO_UPQ, 0, 1, s.slot, fb, 1500, 1500 * k, 1, 2 + k);
+    }
+    // PAUSE(fa): the entry holds 4 packets, 2 of them fb's in rsvQ; fa's old ones are 2.
+    assert!(a.on_signal(0, &Signal::FlowPause { queue: 0, fid: fa }, 0b10, &mut c));
+    assert_eq!(a.queue_table(0).rsv_flows(), 2);
+    // Queue 0 drains (fa's packet, fb's old one), both RESUMEs come: rsvQ resumes.
+    c.clear();
+    dq(&mut a, 0, 0, sa, fa, 1500, false, 9, NO_UPQ, 10, &mut c);
+    dq(&mut a, 0, 0, sa, fb, 1500, false, 9, NO_UPQ, 11, &mut c);
+    a.on_signal(0, &Signal::FlowResume { queue: 0, fid: fb }, 0b10, &mut c);
+    a.on_signal(0, &Signal::FlowResume { queue: 0, fid: fa }, 0b10, &mut c);
+    assert!(c.contains(&QueueCmd::Resume(1)), "rsvQ resumes: {c:?}");
+    // fb's packets leave rsvQ; it is released.
+    for k in 0..2 {
+        dq(&mut a, 0, 1, sa, fb, 1500, false, 9, NO_UPQ, 12 + k, &mut c);
+    }
+    assert_eq!(a.queue_table(0).rsv(), None);
 }

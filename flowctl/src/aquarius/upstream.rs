@@ -127,6 +127,14 @@ impl QueueTable {
         n
     }
 
+    /// The flows held in `rsvQ` and their packets there: (FID, packets).
+    pub fn held(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.congested
+            .iter()
+            .filter(|c| c.in_rsv)
+            .map(|c| (c.fid, c.rsv_pkts))
+    }
+
     /// Congested flows held in `rsvQ`.
     pub fn rsv_flows(&self) -> u32 {
         self.congested.iter().filter(|c| c.in_rsv).count() as u32

@@ -22,6 +22,14 @@
 //!
 //! So an Aquarius flow table is `FlowTable<u32>` with `sticky_ps = None`, placing with
 //! `|p| p.empty(nonempty, 0).unwrap_or_else(|| p.least_occupied(|q| queue_bytes[q]))`.
+//!
+//! A port's *reserved* queues ([`FlowTable::reserve`]) take no part in assignment: no search,
+//! policy or draw of the [`Picker`] returns one. They are the port's strict-priority classes
+//! (ACKs and control), which keep their static queue and are never paused, as the
+//! high-priority queue of the HPCC ns-3 simulator both BFC and Aquarius were evaluated on
+//! (ACKs in queue 0 with `ACK_HIGH_PRIO`, assignment among the others) and BFC §3.3.2's
+//! high-priority queue, which "reduces the number of queues available for dynamic queue
+//! assignment by 1".
 
 /// Flow-table slot meaning "not assigned by the table".
 pub const NO_SLOT: u32 = u32::MAX;
@@ -82,6 +90,8 @@ struct PortTable {
     queues: usize,
     /// Rotating start of the empty-queue search.
     rr: usize,
+    /// Queues outside assignment (bit q), never all of them.
+    reserved: u128,
     /// Per queue: last enqueue or dequeue of a packet assigned to it (ps).
     last_use: Vec<u64>,
 }
@@ -115,6 +125,28 @@ impl Picker<'_> {
         self.port.queues
     }
 
+    /// The queues assignment may use (bit q): all but the reserved ones.
+    #[inline]
+    pub fn allowed(&self) -> u128 {
+        all_queues(self.port.queues) & !self.port.reserved
+    }
+
+    /// The `(x mod n)`-th of the `n` queues assignment may use: a uniform draw `x` (BFC's
+    /// random queue) or a hash (stochastic assignment) spread over them. Without reserved
+    /// queues that is queue `x mod queues`.
+    #[inline]
+    pub fn spread(&self, x: u64) -> usize {
+        let allowed = self.allowed();
+        if self.port.reserved == 0 {
+            return (x % self.port.queues as u64) as usize;
+        }
+        let mut m = allowed;
+        for _ in 0..x % u64::from(allowed.count_ones().max(1)) {
+            m &= m - 1;
+        }
+        m.trailing_zeros() as usize
+    }
+
     /// An empty queue (not in `nonempty`), if any: unpaused ones (not in `paused`) first, so a
     /// new flow does not inherit the pause of another flow's marked packets still downstream;
     /// among those, from a rotating start, the first queue no sticky flow may come back to
@@ -122,12 +154,7 @@ impl Picker<'_> {
     #[inline]
     pub fn empty(&mut self, nonempty: u128, paused: u128) -> Option<usize> {
         let queues = self.port.queues;
-        let all = if queues == MAX_QUEUES {
-            u128::MAX
-        } else {
-            (1u128 << queues) - 1
-        };
-        let mut empty = !nonempty & all;
+        let mut empty = !nonempty & self.allowed();
         if empty & !paused != 0 {
             empty &= !paused;
         }
@@ -162,7 +189,21 @@ impl Picker<'_> {
     /// queue is empty for a scheme that shares the least loaded one (Aquarius Alg. 1 line 4).
     #[inline]
     pub fn least_occupied(&self, bytes: impl Fn(usize) -> u64) -> usize {
-        (0..self.port.queues).min_by_key(|&q| bytes(q)).unwrap_or(0)
+        let reserved = self.port.reserved;
+        (0..self.port.queues)
+            .filter(|&q| reserved & (1 << q) == 0)
+            .min_by_key(|&q| bytes(q))
+            .unwrap_or(0)
+    }
+}
+
+/// Bitmap of `queues` queues.
+#[inline]
+fn all_queues(queues: usize) -> u128 {
+    if queues >= MAX_QUEUES {
+        u128::MAX
+    } else {
+        (1u128 << queues) - 1
     }
 }
 
@@ -197,6 +238,7 @@ impl<X: Copy + Default> FlowTable<X> {
                 len: n * factor,
                 queues: n,
                 rr: 0,
+                reserved: 0,
                 last_use: vec![0; n],
             });
             off += n * factor;
@@ -220,6 +262,24 @@ impl<X> FlowTable<X> {
     /// Entries of `egress`'s table.
     pub fn port_len(&self, egress: usize) -> usize {
         self.ports[egress].len
+    }
+
+    /// Takes the queues of `mask` on `egress` out of assignment (see the module doc). False,
+    /// and nothing reserved, if that would leave no queue to assign.
+    pub fn reserve(&mut self, egress: usize, mask: u128) -> bool {
+        let p = &mut self.ports[egress];
+        let mask = mask & all_queues(p.queues);
+        if mask == all_queues(p.queues) {
+            return false;
+        }
+        p.reserved = mask;
+        true
+    }
+
+    /// The reserved queues of `egress` (bit q).
+    #[inline]
+    pub fn reserved(&self, egress: usize) -> u128 {
+        self.ports[egress].reserved
     }
 
     /// The sticky time in use (`None`: none).
@@ -344,6 +404,68 @@ mod tests {
         }
         let a3 = place(&mut t, 1, 0b111, 4);
         assert!(a3.fresh && a3.queue == 1);
+    }
+
+    /// Reserved queues (a strict ACK class) are never searched, shared or drawn; without
+    /// any, a draw is the plain `x mod queues`; reserving every queue is refused.
+    #[test]
+    fn reserved_queues_take_no_part() {
+        let mut t: FlowTable<()> = FlowTable::new(&[4, 4], 10, None).unwrap();
+        assert!(t.reserve(0, 0b1000));
+        assert_eq!((t.reserved(0), t.reserved(1)), (0b1000, 0));
+        let mut picks = Vec::new();
+        // Each placement is undone, so the next one is a fresh flow that meets the picker.
+        let p = |t: &mut FlowTable<()>, port, f: &mut dyn FnMut(&mut Picker<'_>) -> usize| {
+            let pl = t.place(port, 0, 0, |pk| f(pk));
+            assert!(pl.fresh);
+            t.unplace(pl.slot, 0);
+            pl.queue
+        };
+        // Only queue 3 is empty, and it is reserved: no empty queue.
+        p(&mut t, 0, &mut |pk| {
+            picks.push(pk.empty(0b0111, 0));
+            0
+        });
+        // All empty: never 3, whatever the rotating start.
+        for _ in 0..8 {
+            p(&mut t, 0, &mut |pk| {
+                picks.push(pk.empty(0, 0));
+                0
+            });
+        }
+        assert_eq!(picks.len(), 9);
+        assert_eq!(picks[0], None);
+        assert!(picks[1..].iter().all(|q| matches!(q, Some(0..=2))));
+        // The least occupied skips it though it holds the fewest bytes.
+        let bytes = [500u64, 200, 900, 0];
+        assert_eq!(p(&mut t, 0, &mut |pk| pk.least_occupied(|q| bytes[q])), 1);
+        // A draw spreads over the three others; port 1 (nothing reserved) over all four.
+        let mut d0 = Vec::new();
+        let mut d1 = Vec::new();
+        for x in 0..6 {
+            p(&mut t, 0, &mut |pk| {
+                d0.push(pk.spread(x));
+                0
+            });
+            p(&mut t, 1, &mut |pk| {
+                d1.push(pk.spread(x));
+                0
+            });
+        }
+        assert_eq!(d0, vec![0, 1, 2, 0, 1, 2]);
+        assert_eq!(d1, vec![0, 1, 2, 3, 0, 1]);
+        assert!(!t.reserve(1, 0b1111), "no queue left");
+        assert_eq!(t.reserved(1), 0);
+        // A middle queue: the draws skip it.
+        assert!(t.reserve(1, 0b0010));
+        let mut d = Vec::new();
+        for x in 0..3 {
+            p(&mut t, 1, &mut |pk| {
+                d.push(pk.spread(x));
+                0
+            });
+        }
+        assert_eq!(d, vec![0, 2, 3]);
     }
 
     #[test]

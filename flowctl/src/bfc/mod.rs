@@ -11,8 +11,11 @@
 //!   does not find a new flow, and its pauses, in it), else a random one. Otherwise it
 //!   follows the entry (sticky assignment). `Stochastic` hashes the FID to a fixed queue
 //!   ("BFC + stochastic", §6.1, App. E.4); `Single` puts every flow in queue 0 ("BFC +
-//!   single"). The highest-priority queue stays reserved for signal frames: in Xoff that is
-//!   the port's strict-priority control queue, so every data queue takes part in assignment.
+//!   single"). The paper's high-priority queue for PAUSE/RESUME is the port's control queue
+//!   in Xoff, outside the data queues. Data queues the caller reserves ([`Bfc::reserve`]:
+//!   the port's strict-priority queues, e.g. an ACK class as the HPCC ns-3 simulator keeps
+//!   ACKs in its never-paused queue 0) take no part: their packets keep their static queue,
+//!   are never marked and never paused, and no flow is assigned to them.
 //! * **Backpressure (§3.3.2).** A pause counter per ⟨ingress port, upstreamQ⟩ ([`BfcShared`],
 //!   atomic so every pipe of a switch shares it). On enqueue into a queue longer than `Th` the
 //!   counter is incremented and the packet marked; when a marked packet leaves it is
@@ -147,6 +150,8 @@ pub enum BfcError {
     Sticky,
     #[error("{0} of {1} ps is longer than BFC allows ({MAX_INTERVAL_PS} ps, one hour)")]
     Interval(&'static str, u128),
+    #[error("port {0}: every data queue is strict, none left for BFC's assignment")]
+    Reserved(usize),
 }
 
 /// Longest HRTT, sticky time (`sticky_hrtts` × HRTT) or refresh period accepted: one hour.
@@ -285,6 +290,22 @@ impl Bfc {
         self.table.port_len(egress)
     }
 
+    /// Takes the data queues of `mask` on `egress` out of BFC (see the module doc); the
+    /// caller leaves their packets in their static queue and calls no hook for them.
+    pub fn reserve(&mut self, egress: usize, mask: u128) -> Result<(), BfcError> {
+        if self.table.reserve(egress, mask) {
+            Ok(())
+        } else {
+            Err(BfcError::Reserved(egress))
+        }
+    }
+
+    /// The reserved queues of `egress` (bit q).
+    #[inline]
+    pub fn reserved(&self, egress: usize) -> u128 {
+        self.table.reserved(egress)
+    }
+
     /// Queue assignment of a packet of flow `fid` to `egress` (the flow-table half of the
     /// paper's `On Enqueue`): bumps the entry's size and timestamp. `nonempty` is the port's
     /// bitmap of non-empty data queues, `paused` of the queues the downstream has paused:
@@ -304,11 +325,15 @@ impl Bfc {
         let placed = self.table.place(egress, fid, now, |pick| match assignment {
             Assignment::Dynamic => pick
                 .empty(nonempty, paused)
-                .unwrap_or_else(|| (rng.next() % pick.queues() as u64) as usize),
-            Assignment::Stochastic => {
-                (fid_hash(u128::from(fid), u128::from(seed), 0, 0, 0) as usize) % pick.queues()
-            }
-            Assignment::Single => 0,
+                .unwrap_or_else(|| pick.spread(rng.next())),
+            Assignment::Stochastic => pick.spread(u64::from(fid_hash(
+                u128::from(fid),
+                u128::from(seed),
+                0,
+                0,
+                0,
+            ))),
+            Assignment::Single => pick.spread(0),
         });
         // The counters are looked up only when one moves (most packets follow their entry).
         if placed.fresh {

@@ -107,8 +107,9 @@ pub(super) struct HostCfg {
     pub(super) bfc_queues: Option<usize>,
     /// Congestion control of every cell without a matrix `cc` (default `window`).
     pub(super) cc: Option<String>,
-    /// Priority of the hosts' ACKs (default: each flow's own). Virtual time only: `xoff host`
-    /// sends ACKs in the flow's priority.
+    /// Priority (0..=7) of the ACKs the hosts send (default: the acknowledged flow's). With
+    /// switch ports whose `strict` queues take that priority, ACKs ride a never-paused
+    /// strict class that BFC and Aquarius leave alone (virtual time only).
     pub(super) ack_prio: Option<u8>,
 }
 

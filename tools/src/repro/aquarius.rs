@@ -8,8 +8,14 @@
 //!
 //! The paper's Fig. 5 is a bar chart without numbers; its text gives the shape: a "relatively
 //! fair partition" of R1 among f1–f3 under Aquarius, f4 "not affected", BFC degrading f4.
+//!
+//! And §4 "Realistic Web Server traffic" (Fig. 6, with §2.2.2 Fig. 2 for BFC-8 against
+//! BFC-32): `deploy/experiments/aquarius-web.toml`, the paper's 48-switch, 128-server fat-tree
+//! (100 Gbit/s, 1 µs, 12 MB, ECMP), Web Server flow sizes at 70 % load plus 5 % 100-to-1
+//! incast of 50–200 KB flows; BFC-32, BFC-8 and Aquarius-8; short flows (< 3 KB) average and
+//! p99 FCT from each cell's `flows.csv`.
 
-use super::{sim_file, Check, Ctx, Row, Section};
+use super::{experiment_duration, experiment_file, sim_file, Check, Ctx, Row, Section};
 use anyhow::{Context, Result};
 use dataplane::fabric::{Fabric, FabricOptions};
 use dataplane::Topology;
@@ -71,7 +77,151 @@ fn mechanisms(f: &Fabric, log: &mut String) -> Result<bool> {
     Ok(ok)
 }
 
-pub fn run_section(_ctx: &Ctx<'_>) -> Result<Section> {
+/// The paper's short flows: "< 3KB".
+const SHORT: u64 = 3_000;
+
+/// Average and p99 (nearest rank) FCT in µs of the completed flows under [`SHORT`] bytes in
+/// a cell's `flows.csv`, and how many there are.
+fn short_fct(dir: &str) -> Result<(f64, f64, usize)> {
+    let path = std::path::Path::new(dir).join("flows.csv");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines
+        .next()
+        .context("flows.csv: empty")?
+        .split(',')
+        .collect();
+    let col = |n: &str| {
+        head.iter()
+            .position(|h| *h == n)
+            .with_context(|| format!("flows.csv: no {n} column"))
+    };
+    let (size, fct) = (col("size")?, col("fct_ps")?);
+    let mut v: Vec<f64> = Vec::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let sz: u64 = f.get(size).context("flows.csv: short row")?.parse()?;
+        if sz >= SHORT {
+            continue;
+        }
+        if let Some(Ok(t)) = f.get(fct).map(|x| x.parse::<u64>()) {
+            v.push(t as f64 / 1e6);
+        }
+    }
+    if v.is_empty() {
+        anyhow::bail!("{}: no completed flow under {SHORT} B", path.display());
+    }
+    v.sort_by(f64::total_cmp);
+    let avg = v.iter().sum::<f64>() / v.len() as f64;
+    let k = ((0.99 * v.len() as f64).ceil() as usize).max(1) - 1;
+    Ok((avg, v[k], v.len()))
+}
+
+/// A row of the ratio of two cells' short-flow FCT statistic (`stat`, µs): `a / b`.
+fn ratio(figure: &str, (stat, a, va, b, vb): (&str, &str, f64, &str, f64), paper: &str) -> Row {
+    Row::new(
+        figure,
+        &format!("short-flow {stat} FCT, {a} / {b} ({va:.1} / {vb:.1} µs)"),
+        paper,
+        va / vb,
+        "x",
+    )
+}
+
+/// §4 Fig. 6: runs `deploy/experiments/aquarius-web.toml` into `OUT/aquarius-web/`.
+fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
+    let file = experiment_file("aquarius-web.toml");
+    let (res, _) = crate::experiment::run_file(
+        &file,
+        Some(ctx.out.join("aquarius-web")),
+        None,
+    )?;
+    let fct = |scheme: &str, q: &str| -> Result<(f64, f64, usize)> {
+        short_fct(&super::cell(&res, &[("scheme", scheme), ("queues", q)])?.dir)
+    };
+    let (b32, b8, a8) = (fct("bfc", "32")?, fct("bfc", "8")?, fct("aquarius", "8")?);
+    let mut clean = true;
+    for c in &res.cells {
+        let drops: u64 = c.switch_drops.values().sum();
+        clean &= drops == 0
+            && c.receiver_lost == 0
+            && c.summary.completed == c.summary.flows
+            && c.hosts_incomplete.is_empty()
+            && c.audit.unbalanced.is_empty();
+        let (avg, p99, n) = short_fct(&c.dir)?;
+        let _ = writeln!(
+            log,
+            "web {}: {} flows, {} completed; short (< {SHORT} B, {n}) FCT avg {avg:.1} µs, p99 \
+             {p99:.1} µs; switch drops {drops}, receiver lost {}; pauses: BFC {}, Aquarius \
+             Q_high {} contribution {} (queue pauses {}, flows to rsvQ {}, no rsvQ {}); peak \
+             queue {} B",
+            c.cell,
+            c.summary.flows,
+            c.summary.completed,
+            c.receiver_lost,
+            c.bfc_pauses,
+            c.aquarius.pauses_qhigh,
+            c.aquarius.pauses_contribution,
+            c.aquarius.queue_pauses,
+            c.aquarius.flows_reassigned,
+            c.aquarius.no_rsv,
+            c.max_queue_bytes
+        );
+    }
+    let comparable = "\"Compared to BFC-32, Aquarius achieves comparable FCT\"";
+    let gap = "not reproduced (under investigation, issue 16): short flows lose their time \
+               everywhere, not only near the incast receivers (rack-local flows too), and the \
+               gap to BFC-32 grows over the run as overlapping incasts (each ~1 ms to drain) \
+               accumulate backlog; see deploy/experiments/aquarius-web.toml";
+    Ok(vec![
+        Row::holds(
+            "§4 Fig. 6",
+            "BFC-32, BFC-8, Aquarius-8: no drop, no loss, every flow completes, audit balanced",
+            "per-hop flow control keeps the fabric lossless (Aquarius §3, BFC §3.3)",
+            clean,
+        ),
+        ratio(
+            "§4 Fig. 6(a)",
+            ("avg", "BFC-8", b8.0, "Aquarius-8", a8.0),
+            "\"approximately 5.5× lower average\"",
+        )
+        .check(Check::AtLeast(2.0))
+        .note("\"clearly below BFC-8\" (issue 16): at least 2×, not the paper's 5.5×"),
+        ratio(
+            "§4 Fig. 6(b)",
+            ("p99", "BFC-8", b8.1, "Aquarius-8", a8.1),
+            "\"5× lower 99th percentile tail\"",
+        )
+        .check(Check::AtLeast(2.0))
+        .note(format!("at least 2×; {gap}")),
+        ratio(
+            "§4 Fig. 6(a)",
+            ("avg", "Aquarius-8", a8.0, "BFC-32", b32.0),
+            comparable,
+        )
+        .check(Check::AtMost(1.5))
+        .note(format!("within 1.5× (issue 16); {gap}")),
+        ratio(
+            "§4 Fig. 6(b)",
+            ("p99", "Aquarius-8", a8.1, "BFC-32", b32.1),
+            comparable,
+        )
+        .check(Check::AtMost(1.5))
+        .note(format!("within 1.5× (issue 16); {gap}")),
+        ratio(
+            "§2.2.2 Fig. 2(a)",
+            ("avg", "BFC-8", b8.0, "BFC-32", b32.0),
+            "\"about 7.6× higher average\"",
+        )
+        .check(Check::AtLeast(2.0))
+        .note(format!(
+            "ordering: BFC-8 degrades significantly; {} short flows per cell",
+            b32.2
+        )),
+    ])
+}
+
+pub fn run_section(ctx: &Ctx<'_>) -> Result<Section> {
     let text = std::fs::read_to_string(sim_file("aquarius-microbenchmark.toml"))?;
     let (aq, fa) = run(&text)?;
     let bfc_text = text
@@ -141,14 +291,37 @@ pub fn run_section(_ctx: &Ctx<'_>) -> Result<Section> {
         "Aquarius keeps per-hop flow control lossless and in order",
         clean(&fa) && clean(&fb),
     ));
+    // The Web Server rows run in the full run only: three of them do not reproduce the paper
+    // yet (Aquarius-8 is 2-5x BFC-32's short-flow FCT, not "comparable"; issue 16), and CI
+    // runs `--quick`, which must stay green for what does reproduce. Said in the setup.
+    if !ctx.quick {
+        rows.extend(web(ctx, &mut log)?);
+    }
+    let web_window = if ctx.quick {
+        "`--quick` leaves the Web Server run (Fig. 6) out: three of its rows are not reproduced \
+         yet (issue 16) and fail the full run (`xoff repro aquarius`, exit 1)"
+            .to_string()
+    } else {
+        format!(
+            "flows start for {} (the paper does not say how long it runs), then every flow \
+             finishes",
+            experiment_duration("aquarius-web.toml")?
+        )
+    };
     Ok(Section {
         title: "Aquarius (contribution-aware pausing, opportunistic re-assigning)".into(),
         setup: "§4 micro-benchmark (Fig. 4) as the paper: 100 Gbit/s, 1 µs links, 8 queues per \
                 port, f1 at 33 Gbit/s and f2–f4 at line rate, f1–f3 forced into one queue at \
                 L1, f3 and f4 into one queue at L2 (`deploy/sim/aquarius-microbenchmark.toml`, \
-                600 µs, measured over 100–600 µs); BFC on the same setup. The §4 realistic \
-                Web Server run is not here yet (issue 16). Not scaled."
-            .into(),
+                600 µs, measured over 100–600 µs); BFC on the same setup. Not scaled. §4 Web \
+                Server (Fig. 6): `deploy/experiments/aquarius-web.toml`, the paper's fat-tree \
+                of 48 switches and 128 servers, 100 Gbit/s, 1 µs, 12 MB, ECMP, Web Server \
+                sizes at 70 % load (Poisson) plus 5 % 100-to-1 incast of 50-200 KB flows, \
+                1-BDP windows without end-to-end congestion control, ACKs in a strict \
+                never-paused class as in the HPCC ns-3 simulator; seed 1; "
+            .to_string()
+            + &web_window
+            + ".",
         rows,
         log,
         ..Section::default()
