@@ -261,12 +261,45 @@ mod proteus_at_the_source_edge {
         }
     }
 
-    /// §III-B.2 on real frames: with equal paths `t_td` is 0, so the first packet that meets a
-    /// PFC-paused uplink (and a packet ahead of it) takes the alternative, the path is out
-    /// until PFC resumes, and the flow stays on the alternative after it resumes; frames leave
-    /// with the version-2 shim naming the path they took.
+    /// §III-B.2 on real frames: with equal paths `t_td` is 0, so a packet that meets a
+    /// PFC-paused uplink takes the alternative once the flow's previous packet has left, the
+    /// path is out until PFC resumes, and the flow stays on the alternative after it resumes;
+    /// frames leave with the version-2 shim naming the path they took.
     #[test]
     fn a_pause_on_the_chosen_uplink_moves_the_flow_to_the_other_spine() {
+        let mut l = leaf();
+        l.data(0);
+        let first = (0..2)
+            .find(|&i| l.enq(i) == 1)
+            .expect("queued on an uplink");
+        let other = 1 - first;
+        let sent = l.drain(first, 0);
+        assert_eq!(sent.len(), 1);
+        // The uplink is paused; the flow's next packet (its previous one long gone) moves.
+        l.pfc(first, 0xFFFF, 30 * US);
+        l.data(32 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 1), "rerouted");
+        l.pfc(first, 0, 33 * US);
+        l.data(34 * US);
+        assert_eq!((l.enq(first), l.enq(other)), (1, 2), "the flow followed");
+        let st = l.sw.scheme_stats(35 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.routed, st.hop_reroutes), (3, 1));
+        let on_other = l.drain(other, 40 * US);
+        assert_eq!(on_other.len(), 2);
+        for s in &on_other {
+            assert_eq!(s.path, l.path[other]);
+            assert!(!s.alts.contains(&l.path[other]));
+        }
+        assert_eq!(sent[0].path, l.path[first]);
+        assert_eq!(sent[0].alts[0], l.path[other]);
+    }
+
+    /// Issue 18: a packet whose flow still has a packet waiting at the paused uplink stays
+    /// behind it; moving it to the other spine would overtake that packet (Algorithm 2's
+    /// `t_td ≤ t_qd` is the condition for exactly that). Before the fix it moved, and the
+    /// receiver got the flow's packets out of order.
+    #[test]
+    fn a_pause_does_not_move_a_packet_past_its_flows_queued_packet() {
         let mut l = leaf();
         l.data(0);
         let first = (0..2)
@@ -276,22 +309,17 @@ mod proteus_at_the_source_edge {
         // The uplink is paused with the first packet still queued behind the pause.
         l.pfc(first, 0xFFFF, 10);
         l.data(2 * US);
-        assert_eq!((l.enq(first), l.enq(other)), (1, 1), "rerouted");
+        assert_eq!(
+            (l.enq(first), l.enq(other)),
+            (2, 0),
+            "stayed behind its packet"
+        );
+        let st = l.sw.scheme_stats(3 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.hop_reroutes, st.hop_reroutes_held), (0, 1));
         l.pfc(first, 0, 3 * US);
-        l.data(4 * US);
-        assert_eq!((l.enq(first), l.enq(other)), (1, 2), "the flow followed");
-        let st = l.sw.scheme_stats(5 * US).unwrap().proteus.unwrap();
-        assert_eq!((st.routed, st.hop_reroutes), (3, 1));
-        let on_other = l.drain(other, 10 * US);
-        assert_eq!(on_other.len(), 2);
-        for s in &on_other {
-            assert_eq!(s.path, l.path[other]);
-            assert!(!s.alts.contains(&l.path[other]));
-        }
-        let on_first = l.drain(first, 10 * US);
-        assert_eq!(on_first.len(), 1);
-        assert_eq!(on_first[0].path, l.path[first]);
-        assert_eq!(on_first[0].alts[0], l.path[other]);
+        // Both leave on the first uplink in order, each with its departure as send time.
+        assert_eq!(l.drain(first, 4 * US).len(), 2);
+        assert!(l.drain(other, 4 * US).is_empty());
     }
 
     /// Better late than never: with feedback saying the other path is 7 µs slower
@@ -332,11 +360,14 @@ mod proteus_at_the_source_edge {
         l.pfc(1, 0, 5 * US);
         let shims = l.drain(1, 5 * US);
         assert_eq!(shims.len(), 2);
-        // t_td = 10 − 3 = 7 µs less each packet's sojourn here (CST): the first waited from
-        // 1 µs to 5 µs (3 µs left), the second from 3 µs until the wire is free after the
-        // first's 1016-byte frame (203.2 ns at 40 Gbit/s), which `drain`'s 100 ns service
-        // steps see at 5.3 µs: 4.7 µs left.
+        // t_td = D_ps − D_po less each packet's sojourn here (CST). The first: 10 − 3 = 7 µs,
+        // waited from 1 µs to 5 µs (3 µs left). The second found the first queued on its
+        // path's uplink (1000 bytes, 200 ns at 40 Gbit/s, in its path's delay): 10 − 3.2 =
+        // 6.8 µs, waited from 3 µs until the wire is free after the first's 1016-byte frame
+        // (203.2 ns), which `drain`'s 100 ns service steps see at 5.3 µs: 4.5 µs left. Each
+        // leaves with its departure as send time.
         assert_eq!(shims[0].t_td_ns, 3_000, "{shims:?}");
-        assert_eq!(shims[1].t_td_ns, 4_700, "{shims:?}");
+        assert_eq!(shims[1].t_td_ns, 4_500, "{shims:?}");
+        assert_eq!((shims[0].sent_ns, shims[1].sent_ns), (5_000, 5_300));
     }
 }

@@ -5,13 +5,18 @@
 //!   metadata.
 //! - Forward ([`ProteusScheme::route`], called where the path policy picks among equal-cost
 //!   next hops): at the source edge a packet without a shim runs Algorithm 1 for its
-//!   destination edge and gets a shim (path, 3 alternatives, `t_td`, send time); at every
+//!   destination edge and gets a shim (path, 3 alternatives, `t_td`; the queue ahead on each
+//!   uplink here counts in its path's delay); at every
 //!   switch the shim's path names the egress (source routing from the path model,
 //!   `crate::config::paths`), and Algorithm 2 may move the packet to the next alternative when
 //!   that egress is PFC-paused and `t_td ≤ t_qd`; at the destination edge the packet feeds the
 //!   path's meter and leaves by the switch's own route.
 //! - Egress: `t_td` loses the sojourn time here (CST), and the shim is pushed again toward a
-//!   peer that runs Proteus (never toward hosts).
+//!   peer that runs Proteus (never toward hosts). At the source edge the packet's departure is
+//!   its flow's `t_pre` (Algorithm 1's order rule, §IV-A "the last forwarded packet") and the
+//!   shim's send time, so `t_pd` is measured from there; until then the send-time bits name the
+//!   flow table entry. A flow with a packet still queued here is not moved, by Algorithm 1 or
+//!   by Algorithm 2 (issue 18: moving it overtook that packet).
 //! - Feedback: the destination edge closes its meters every base RTT and sends each source edge
 //!   a feedback signal (0x88B5 type 0x30), relayed hop by hop toward it; the source edge feeds
 //!   the path tables. This is the paper's "periodic feedback frame" way; the measurement does
@@ -25,8 +30,8 @@ use crate::frame::{FrameMem, Pkt};
 use crate::wire::EtherType;
 use flowctl::wire::proteus::{FeedbackEntry, FeedbackRepr, ShimRepr, NO_PATH, U24_MAX};
 use loadbal::proteus::{
-    min_queuing_delay, Hop, HopAction, Params, PathEntry, PathId, PathMeter, PathTable,
-    ProteusSource, Shim,
+    min_queuing_delay, FlowRef, Hop, HopAction, Params, PathEntry, PathId, PathMeter, PathTable,
+    Prev, ProteusSource, Shim,
 };
 use loadbal::{Candidate, FiveTuple};
 use serde::{Deserialize, Serialize};
@@ -34,8 +39,10 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// Flow-table slots per destination edge at a source edge.
+/// Flow-table slots per destination edge at a source edge (10 bits of [`Meta::flow_ref`]).
 const FLOW_SLOTS: usize = 1024;
+/// Destination edges whose flows a source edge can name in [`Meta::flow_ref`] (6 bits).
+const MAX_EDGES: usize = 64;
 /// Seed of the flow key hash (any constant: the key is local to this switch).
 const FLOW_KEY_SEED: u32 = 0x5052_4f54;
 
@@ -48,6 +55,10 @@ pub struct ProteusStats {
     pub source_reroutes: u64,
     /// Algorithm 2 moved a packet to an alternative path here.
     pub hop_reroutes: u64,
+    /// Algorithm 2 would have moved a packet at the source edge, but the move could overtake
+    /// the flow's previous packet (still queued here, or left too recently): it stayed.
+    #[serde(default)]
+    pub hop_reroutes_held: u64,
     /// Packets metered here (destination edge).
     pub metered: u64,
     /// Feedback signals sent (originated or relayed) and applied.
@@ -56,6 +67,8 @@ pub struct ProteusStats {
 }
 
 /// The shim as kept in [`PktMeta`]: 4 path ids, `t_td` (ns) and the 24-bit send time, 96 bits.
+/// At the source edge the send time is stamped at departure, so from routing until then the
+/// 24 bits name the packet's flow table entry instead ([`Meta::flow_ref`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Meta {
     shim: ShimRepr,
@@ -100,6 +113,24 @@ impl Meta {
                 | (sent >> 8 & 0xFF) << 24,
             s.t_td_ns.min(U24_MAX) | (sent >> 16) << 24,
         ]);
+    }
+
+    /// The flow table entry (destination edge, slot, tag) in the send-time bits.
+    fn with_flow_ref(mut self, dst_edge: usize, f: FlowRef) -> Meta {
+        self.shim.sent_ns =
+            (dst_edge as u32 & 0x3F) << 18 | u32::from(f.slot & 0x3FF) << 8 | u32::from(f.tag);
+        self
+    }
+
+    fn flow_ref(&self) -> (usize, FlowRef) {
+        let v = self.shim.sent_ns;
+        (
+            (v >> 18 & 0x3F) as usize,
+            FlowRef {
+                slot: (v >> 8 & 0x3FF) as u16,
+                tag: v as u8,
+            },
+        )
     }
 
     fn has_shim(&self) -> bool {
@@ -153,8 +184,11 @@ impl ProteusScheme {
         let sources = ps
             .tables
             .iter()
-            .map(|t| {
-                (!t.is_empty()).then(|| {
+            .enumerate()
+            .map(|(d, t)| {
+                // Beyond MAX_EDGES a packet could not name its flow entry until it leaves: no
+                // Proteus route there (the switch's path policy decides).
+                (!t.is_empty() && d < MAX_EDGES).then(|| {
                     let paths = t
                         .iter()
                         .map(|&(id, port, base)| PathEntry::new(PathId(id), port, base))
@@ -265,8 +299,9 @@ impl ProteusScheme {
     ) -> Option<usize> {
         let spec = &*self.spec;
         let mut m = Meta::get(pkt);
-        let mut src_edge_table = None;
-        let mut flow_key = 0;
+        // At the source edge: the destination edge, the flow key and where its previous
+        // packet is (Algorithm 1's order rule, for Algorithm 2 here too).
+        let mut at_source: Option<(usize, u32, Prev)> = None;
         let mut shim = if m.has_shim() {
             let &(_, dst) = spec.path_ends.get(usize::from(m.shim.path))?;
             if spec.edge == Some(dst) {
@@ -299,21 +334,25 @@ impl ProteusScheme {
                 return None;
             }
             let src = self.sources.get_mut(usize::from(d))?.as_mut()?;
-            if src.table.paths.iter().any(|p| !p.active) {
-                for i in 0..n {
-                    let c = view(i);
-                    if !c.paused {
-                        src.table.set_port_active(c.port, true);
-                    }
+            // The queue ahead on every first hop now, and PFC resuming brings kicked-out
+            // paths back.
+            let kicked = src.table.paths.iter().any(|p| !p.active);
+            for i in 0..n {
+                let c = view(i);
+                let rate = self.rates[usize::from(c.port)];
+                src.table
+                    .set_local(c.port, min_queuing_delay(c.queue_bytes, rate));
+                if kicked && !c.paused {
+                    src.table.set_port_active(c.port, true);
                 }
             }
             let key = loadbal::ecmp_hash(FLOW_KEY_SEED, t);
-            flow_key = key;
             let dec = src.route(key, now)?;
             self.stats.routed += 1;
             self.stats.source_reroutes += u64::from(dec.rerouted);
-            m.shim.sent_ns = (pkt.arrival / 1000) as u32 & U24_MAX;
-            src_edge_table = Some(usize::from(d));
+            // Until it leaves, the send-time bits name the flow entry (`egress_rewrite`).
+            m = m.with_flow_ref(usize::from(d), dec.flow);
+            at_source = Some((usize::from(d), key, dec.prev));
             dec.shim
         };
         let index_of = |port: u16| (0..n).find(|&i| view(i).port == port);
@@ -330,22 +369,32 @@ impl ProteusScheme {
         }
         let c = view(i);
         let t_qd = min_queuing_delay(c.queue_bytes, self.rates[usize::from(c.port)]);
+        let src = at_source.and_then(|(d, _, prev)| Some((self.sources[d].as_ref()?, prev)));
+        let held = std::cell::Cell::new(false);
         let reachable = |p: PathId| {
-            spec.route
+            let routed = spec
+                .route
                 .get(usize::from(p.0))
                 .copied()
                 .flatten()
-                .is_some_and(|q| index_of(q).is_some())
+                .is_some_and(|q| index_of(q).is_some());
+            // At the source edge a switch reroute must keep the flow's order too.
+            let in_order = src.is_none_or(|(s, prev)| {
+                s.table.index_of(p).is_some_and(|to| s.order_safe(prev, to))
+            });
+            held.set(held.get() | (routed && !in_order));
+            routed && in_order
         };
-        if let HopAction::Reroute { to, .. } = self
+        let action = self
             .hop
-            .on_arrival(&mut shim, c.port, c.paused, t_qd, reachable)
-        {
+            .on_arrival(&mut shim, c.port, c.paused, t_qd, reachable);
+        self.stats.hop_reroutes_held += u64::from(held.get() && action == HopAction::Forward);
+        if let HopAction::Reroute { to, .. } = action {
             self.stats.hop_reroutes += 1;
-            if let Some(d) = src_edge_table {
+            if let Some((d, key, _)) = at_source {
                 if let Some(src) = self.sources[d].as_mut() {
                     src.table.set_port_active(c.port, false);
-                    src.follow(flow_key, to);
+                    src.follow(key, to);
                 }
             }
             let to_port = spec.route[usize::from(to.0)]?;
@@ -361,7 +410,9 @@ impl ProteusScheme {
         self.now = now;
     }
 
-    /// Pushes the shim, `t_td` less the sojourn here, toward a Proteus peer.
+    /// Pushes the shim, `t_td` less the sojourn here, toward a Proteus peer. At the source
+    /// edge the packet's flow learns it has left (Algorithm 1's `t_pre`) and the shim gets its
+    /// send time, now.
     #[inline(never)]
     pub fn egress_rewrite<M: FrameMem>(
         &mut self,
@@ -370,11 +421,20 @@ impl ProteusScheme {
         len: u32,
         port: usize,
     ) -> u32 {
-        if !self.spec.proteus_peer.get(port).copied().unwrap_or(false) {
+        let mut m = Meta::get(pkt);
+        if !m.has_shim() {
             return len;
         }
-        let m = Meta::get(pkt);
-        if !m.has_shim() {
+        let peer = |p: usize| self.spec.proteus_peer.get(p).copied().unwrap_or(false);
+        if !peer(usize::from(pkt.in_port)) {
+            // From a host: the shim was made here.
+            let (d, f) = m.flow_ref();
+            if let Some(Some(src)) = self.sources.get_mut(d) {
+                src.departed(f, self.now);
+            }
+            m.shim.sent_ns = (self.now / 1000) as u32 & U24_MAX;
+        }
+        if !peer(port) {
             return len;
         }
         let mut shim = m.to_shim();

@@ -25,4 +25,4 @@ pub mod source;
 pub use hop::{min_queuing_delay, Hop, HopAction};
 pub use meter::{Feedback, PathMeter};
 pub use path::{Params, PathEntry, PathId, PathState, PathTable};
-pub use source::{ProteusSource, Shim};
+pub use source::{FlowRef, Prev, ProteusSource, Shim};

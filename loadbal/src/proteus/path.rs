@@ -5,11 +5,20 @@
 //! leaves on, its base one-way delay, and the last `t_pd` and `u_link` the destination edge fed
 //! back. Table II classifies a path from those two signals:
 //!
-//! | `t_pd` vs `RTT_low` | `u_link` | state |
+//! | delay vs `RTT_low` | `u_link` | state |
 //! |---|---|---|
 //! | low | < 1 or = 1 | non-congested |
 //! | ≥ `RTT_low` | < 1 | undetermined (PFC pausing with queueing) |
 //! | ≥ `RTT_low` | = 1 | congested |
+//!
+//! A path's one-way delay is `t_pd` + `local`: `t_pd` is what the destination edge measured
+//! from the moment a packet left this edge (its send time is stamped at departure), and
+//! `local` is the queuing delay ahead on the path's first port here now (bytes queued at line
+//! rate), which this switch knows exactly and at once. The paper measures the whole delay at
+//! the destination; splitting off the first hop makes that part fresh instead of a trip old,
+//! and lets Algorithm 1's order rule compare the delay a flow's previous packet still had in
+//! front of it when it left (`t_pd` of its path) with the delay a packet taking another path
+//! has in front of it now (`delay` of that path, queue here included).
 //!
 //! `RTT_low` is "20–40 % larger than the one-way base RTT" (§III-A.1, after Hermes); we use the
 //! middle of that range, 1.3 × the path's base one-way delay ([`Params::rtt_low_permille`]).
@@ -65,8 +74,10 @@ pub struct PathEntry {
     pub port: u16,
     /// Base one-way delay (propagation and serialisation, no queueing), ps.
     pub base_ps: u64,
-    /// Last measured one-way delay `t_pd`, ps.
+    /// Last measured one-way delay `t_pd` from this edge's egress to the destination edge, ps.
     pub t_pd_ps: u64,
+    /// Queuing delay ahead on `port` here now (bytes queued at line rate), ps.
+    pub local_ps: u64,
     /// Last measured utilisation `u_link`, per mille.
     pub u_permille: u32,
     /// `p_active`: false from a local reroute off this path (Algorithm 2) until PFC resumes.
@@ -81,6 +92,7 @@ impl PathEntry {
             port,
             base_ps,
             t_pd_ps: base_ps,
+            local_ps: 0,
             u_permille: 0,
             active: true,
         }
@@ -91,9 +103,15 @@ impl PathEntry {
         self.base_ps * u64::from(p.rtt_low_permille) / 1000
     }
 
+    /// The path's one-way delay for a packet routed here now: `t_pd` + `local`, ps.
+    #[inline]
+    pub fn delay_ps(&self) -> u64 {
+        self.t_pd_ps.saturating_add(self.local_ps)
+    }
+
     /// Table II.
     pub fn state(&self, p: &Params) -> PathState {
-        if self.t_pd_ps < self.rtt_low_ps(p) {
+        if self.delay_ps() < self.rtt_low_ps(p) {
             PathState::NonCongested
         } else if self.u_permille < p.u_full_permille {
             PathState::Undetermined
@@ -102,17 +120,17 @@ impl PathEntry {
         }
     }
 
-    /// SelectPath's order as one integer, smaller first: non-congested by `t_pd`, then
+    /// SelectPath's order as one integer, smaller first: non-congested by delay, then
     /// undetermined by `u_link` descending ("likely resumed transmission quickly"), then
-    /// congested by `t_pd`; ties to the lower `tie` (a rotation of the table index, so choices
+    /// congested by delay; ties to the lower `tie` (a rotation of the table index, so choices
     /// are reproducible).
     #[inline]
     pub(crate) fn rank(&self, p: &Params, tie: usize) -> u64 {
         const METRIC: u64 = (1 << 48) - 1;
         let (class, metric) = match self.state(p) {
-            PathState::NonCongested => (0, self.t_pd_ps.min(METRIC)),
+            PathState::NonCongested => (0, self.delay_ps().min(METRIC)),
             PathState::Undetermined => (1, u64::from(1000u32.saturating_sub(self.u_permille))),
-            PathState::Congested => (2, self.t_pd_ps.min(METRIC)),
+            PathState::Congested => (2, self.delay_ps().min(METRIC)),
         };
         class << 60 | metric << 12 | (tie as u64 & 0xFFF)
     }
@@ -148,6 +166,14 @@ impl PathTable {
                 true
             }
             None => false,
+        }
+    }
+
+    /// The queuing delay ahead on `port` here now, ps: every path leaving on it.
+    #[inline]
+    pub fn set_local(&mut self, port: u16, local_ps: u64) {
+        for e in self.paths.iter_mut().filter(|e| e.port == port) {
+            e.local_ps = local_ps;
         }
     }
 

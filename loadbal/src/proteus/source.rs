@@ -7,6 +7,17 @@
 //! (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it then arrives after that packet, so
 //! the reroute preserves order; among such paths SelectPath decides. Otherwise it stays.
 //!
+//! The rule holds only if `t_pre + p.t_pd` is when the previous packet arrives. Two things in
+//! between are this switch's own, and both used to reorder (issue 18: 8 % of Proteus's packets
+//! at §V-B): the previous packet may still sit in the egress queue here (behind a PFC pause,
+//! for as long as the pause lasts), and its time in that queue is not in the gap. So, as
+//! §IV-A's table keeps it, `t_pre` is when the flow's last packet was *forwarded* (left this
+//! switch, [`ProteusSource::departed`]); while a packet of the flow is still queued here the
+//! flow stays where it is, and `p.t_pd` is the delay measured from departure (see
+//! [`super::path`]). The same holds for a switch reroute by Algorithm 2 at this edge
+//! ([`ProteusSource::order_safe`]): moving a packet past the flow's packets waiting at the
+//! paused egress is exactly what `t_td ≤ t_qd` would otherwise do.
+//!
 //! The shim carries the chosen path, the next three paths in SelectPath order over all active
 //! paths (the alternatives a downstream switch reroutes to, in priority order), and the
 //! tolerable delay `t_td`: the delay difference between the optimal and the sub-optimal path,
@@ -44,8 +55,40 @@ struct FlowEntry {
     path: u16,
     alts: [u16; 3],
     n_alts: u8,
-    /// `t_pre`: when the flow's last packet was forwarded, ps.
+    /// `t_pre`: when the flow's last packet was forwarded (left this switch), ps.
     t_pre: u64,
+    /// Packets of the flow routed here and not yet forwarded.
+    queued: u32,
+}
+
+/// Names a flow table entry from routing to departure (kept with the packet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowRef {
+    /// Flow table slot.
+    pub slot: u16,
+    /// The flow key's top byte: a departing packet of an evicted flow does not count for the
+    /// flow that took its slot.
+    pub tag: u8,
+}
+
+impl FlowRef {
+    fn of(slot: usize, key: u32) -> Self {
+        FlowRef {
+            slot: slot as u16,
+            tag: (key >> 24) as u8,
+        }
+    }
+}
+
+/// Where the flow's previous packet is, for the order rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prev {
+    /// None: a new flow may take any path.
+    New,
+    /// Still queued here: any other path could overtake it.
+    Queued,
+    /// It left on path table index `path`, `gap` ps before this packet.
+    Departed { path: usize, gap: u64 },
 }
 
 /// One packet's routing at the source edge.
@@ -58,6 +101,10 @@ pub struct Decision {
     pub shim: Shim,
     /// The flow was known and moved (an order-preserving reroute).
     pub rerouted: bool,
+    /// Where the flow's previous packet was when this one was routed.
+    pub prev: Prev,
+    /// The flow's entry: hand it to [`ProteusSource::departed`] when the packet leaves.
+    pub flow: FlowRef,
 }
 
 /// Algorithm 1 for the paths to one destination edge.
@@ -83,30 +130,46 @@ impl ProteusSource {
     }
 
     /// Routes one packet of flow `key` at `now` (Algorithm 1); `None` without an active path.
+    /// The packet counts as queued here until [`Self::departed`].
     #[inline]
     pub fn route(&mut self, key: u32, now: u64) -> Option<Decision> {
         let s = self.slot(key);
         let e = self.flows[s];
         let t = &self.table;
-        let (path, alts, n_alts, rerouted) = if e.valid && e.key == key {
-            let p = t.paths[usize::from(e.path)];
-            let gap = now.saturating_sub(e.t_pre);
-            let faster = |_: usize, q: &super::PathEntry| {
-                q.t_pd_ps < p.t_pd_ps && p.t_pd_ps - q.t_pd_ps < gap
-            };
-            let (r, n) = t.select_salted(faster, key as usize);
-            if n == 0 {
-                // Line 13: no order-preserving better path, stay.
-                (
-                    usize::from(e.path),
-                    e.alts.map(usize::from),
-                    e.n_alts as usize,
-                    false,
-                )
-            } else {
-                let chosen = r[0];
-                let (alts, n) = alternatives(t, chosen, key as usize);
-                (chosen, alts, n, true)
+        let known = e.valid && e.key == key;
+        let prev = if !known {
+            Prev::New
+        } else if e.queued > 0 {
+            Prev::Queued
+        } else {
+            Prev::Departed {
+                path: usize::from(e.path),
+                gap: now.saturating_sub(e.t_pre),
+            }
+        };
+        let (path, alts, n_alts, rerouted) = if known {
+            let stay = (
+                usize::from(e.path),
+                e.alts.map(usize::from),
+                e.n_alts as usize,
+                false,
+            );
+            match prev {
+                Prev::Departed { path, gap } => {
+                    let p = t.paths[path].delay_ps();
+                    let faster =
+                        |_: usize, q: &super::PathEntry| q.delay_ps() < p && p - q.delay_ps() < gap;
+                    let (r, n) = t.select_salted(faster, key as usize);
+                    if n == 0 {
+                        // Line 13: no order-preserving better path, stay.
+                        stay
+                    } else {
+                        let (alts, n) = alternatives(t, r[0], key as usize);
+                        (r[0], alts, n, true)
+                    }
+                }
+                // A packet of the flow is still here: any move could overtake it.
+                _ => stay,
             }
         } else {
             let (r, n) = t.select_salted(|_, _| true, key as usize);
@@ -127,8 +190,8 @@ impl ProteusSource {
         }
         if n_alts > 0 {
             shim.t_td_ps = t.paths[alts[0]]
-                .t_pd_ps
-                .saturating_sub(chosen.t_pd_ps)
+                .delay_ps()
+                .saturating_sub(chosen.delay_ps())
                 .min(Shim::T_TD_MAX_PS);
         }
         let port = chosen.port;
@@ -138,14 +201,44 @@ impl ProteusSource {
             path: path as u16,
             alts: alts.map(|a| a as u16),
             n_alts: n_alts as u8,
-            t_pre: now,
+            t_pre: if known { e.t_pre } else { now },
+            queued: if known { e.queued.saturating_add(1) } else { 1 },
         };
         Some(Decision {
             index: path,
             port,
             shim,
             rerouted,
+            prev,
+            flow: FlowRef::of(s, key),
         })
+    }
+
+    /// A packet of the flow `f` names left this switch at `now`: `t_pre` of its flow.
+    #[inline]
+    pub fn departed(&mut self, f: FlowRef, now: u64) {
+        let Some(e) = self.flows.get_mut(usize::from(f.slot)) else {
+            return;
+        };
+        if e.valid && (e.key >> 24) as u8 == f.tag && e.queued > 0 {
+            e.queued -= 1;
+            e.t_pre = e.t_pre.max(now);
+        }
+    }
+
+    /// Whether a packet whose flow's previous packet is `prev` may take path table index `to`
+    /// and still arrive after it: the order rule of Algorithm 1 (lines 6–8), for a switch
+    /// reroute by Algorithm 2 at this edge too.
+    #[inline]
+    pub fn order_safe(&self, prev: Prev, to: usize) -> bool {
+        match prev {
+            Prev::New => true,
+            Prev::Queued => false,
+            Prev::Departed { path, gap } => {
+                let (p, q) = (&self.table.paths[path], &self.table.paths[to]);
+                p.delay_ps().saturating_sub(q.delay_ps()) < gap
+            }
+        }
     }
 }
 
@@ -221,18 +314,32 @@ mod tests {
         assert_eq!(d.shim.t_td_ps, US);
     }
 
+    /// Routes a packet of `key` at `now` that leaves this switch at once.
+    fn send(s: &mut ProteusSource, key: u32, now: u64) -> Decision {
+        let d = s.route(key, now).unwrap();
+        s.departed(d.flow, now);
+        d
+    }
+
     #[test]
     fn existing_flow_reroutes_only_when_order_preserving() {
         let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
-        assert_eq!(s.route(1, 0).unwrap().shim.path, PathId(100));
+        assert_eq!(send(&mut s, 1, 0).shim.path, PathId(100));
         // Path 100 slows to 16 us; 101 is 5 us faster, 102 4 us, 103 3 us.
         s.table.feedback(PathId(100), 16 * US, 0);
         // Gap 2 us: no path is faster by less than 2 us: stay (line 13).
-        let d = s.route(1, 2 * US).unwrap();
+        let d = send(&mut s, 1, 2 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
+        assert_eq!(
+            d.prev,
+            Prev::Departed {
+                path: 0,
+                gap: 2 * US
+            }
+        );
         // Gap 4.5 us (from 2 us): 103 (3 us faster) and 102 (4 us faster) qualify, 101 (5 us)
         // would overtake the previous packet. SelectPath among {102, 103}: min delay, 102.
-        let d = s.route(1, 6 * US + US / 2).unwrap();
+        let d = send(&mut s, 1, 6 * US + US / 2);
         assert_eq!((d.shim.path, d.rerouted), (PathId(102), true));
         // Its alternatives rank all other active paths: 101 (11 us, non-congested) first;
         // 103 (13 us, exactly RTT_low) and 100 (16 us) are both undetermined (RTT ≥ RTT_low,
@@ -242,14 +349,81 @@ mod tests {
         // The alternative is faster: nothing to tolerate.
         assert_eq!(d.shim.t_td_ps, 0);
         // The flow now lives on 102: a later packet 100 us on may take 101 (1 us faster).
-        let d = s.route(1, 106 * US).unwrap();
+        let d = send(&mut s, 1, 106 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+    }
+
+    /// Issue 18: the gap of lines 6–8 runs from when the previous packet left this switch
+    /// (§IV-A: "timestamp for the last forwarded packet"), and a flow whose packet is still
+    /// queued here does not move. Before, the gap ran from the previous packet's routing, so a
+    /// packet that sat in a (PFC-paused) egress queue here was overtaken by the next one.
+    #[test]
+    fn a_flow_moves_only_after_its_previous_packet_left() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        let d0 = s.route(1, 0).unwrap();
+        assert_eq!((d0.shim.path, d0.prev), (PathId(100), Prev::New));
+        // Path 100 reads 16 us now; 103 is 3 us faster. 10 us later the first packet is still
+        // queued here: whatever the gap, the second stays behind it.
+        s.table.feedback(PathId(100), 16 * US, 0);
+        let d1 = s.route(1, 10 * US).unwrap();
+        assert_eq!(
+            (d1.shim.path, d1.rerouted, d1.prev),
+            (PathId(100), false, Prev::Queued)
+        );
+        assert!(
+            !s.order_safe(d1.prev, 3),
+            "Algorithm 2 may not move it either"
+        );
+        // The first leaves at 11 us, the second at 12 us; a third at 14 us has a gap of 2 us
+        // (not 4 us from the second's routing): only a path at most 2 us faster, none.
+        s.departed(d0.flow, 11 * US);
+        s.departed(d1.flow, 12 * US);
+        let d2 = s.route(1, 14 * US).unwrap();
+        assert_eq!(
+            (d2.shim.path, d2.rerouted, d2.prev),
+            (
+                PathId(100),
+                false,
+                Prev::Departed {
+                    path: 0,
+                    gap: 2 * US
+                }
+            )
+        );
+        assert!(s.order_safe(d2.prev, 0));
+        assert!(!s.order_safe(d2.prev, 3), "3 us faster than a 2 us gap");
+        s.departed(d2.flow, 15 * US + US / 2);
+        // 3.5 us after it left, path 103 (3 us faster) preserves order.
+        let d3 = s.route(1, 19 * US).unwrap();
+        assert_eq!((d3.shim.path, d3.rerouted), (PathId(103), true));
+        // A departure of an evicted flow's packet (other tag) does not count.
+        let other = FlowRef {
+            slot: d3.flow.slot,
+            tag: d3.flow.tag ^ 1,
+        };
+        s.departed(other, 30 * US);
+        assert_eq!(s.route(1, 40 * US).unwrap().prev, Prev::Queued);
+    }
+
+    /// The delay of a path includes the queue on its first port here now (`local`).
+    #[test]
+    fn the_local_queue_counts_in_a_paths_delay() {
+        let mut s = ProteusSource::new(table([10, 10, 10, 10], [0; 4]), 16);
+        // 4 us of queue on ports 0 and 1, 2 us on 2, none on 3: path 103 for a new flow,
+        // t_td = 2 us against 102.
+        s.table.set_local(0, 4 * US);
+        s.table.set_local(1, 4 * US);
+        s.table.set_local(2, 2 * US);
+        let d = s.route(5, 0).unwrap();
+        assert_eq!(d.shim.path, PathId(103));
+        assert_eq!(d.shim.alts[0], PathId(102));
+        assert_eq!(d.shim.t_td_ps, 2 * US);
     }
 
     #[test]
     fn an_existing_flow_never_moves_to_a_slower_path() {
         let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
-        s.route(3, 0).unwrap();
+        send(&mut s, 3, 0);
         // Its path turns congested (14 us, full); the others turn undetermined at 20 us.
         // A new flow prefers undetermined to congested (line 20 before 23) ...
         s.table.feedback(PathId(100), 14 * US, 1000);
@@ -259,7 +433,7 @@ mod tests {
         assert_eq!(s.route(4, 0).unwrap().shim.path, PathId(101));
         // ... but the existing flow only ever moves to a faster path (lines 6–8): none is.
         for k in 1..10 {
-            let d = s.route(3, k * 1000 * US).unwrap();
+            let d = send(&mut s, 3, k * 1000 * US);
             assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
         }
     }
