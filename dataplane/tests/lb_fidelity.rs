@@ -261,18 +261,23 @@ mod proteus_at_the_source_edge {
         }
     }
 
+    /// A leaf with one packet of the flow queued on an uplink: (leaf, that uplink, the other).
+    fn leaf_with_a_packet_queued() -> (Leaf, usize, usize) {
+        let mut l = leaf();
+        l.data(0);
+        let first = (0..2)
+            .find(|&i| l.enq(i) == 1)
+            .expect("queued on an uplink");
+        (l, first, 1 - first)
+    }
+
     /// §III-B.2 on real frames: with equal paths `t_td` is 0, so a packet that meets a
     /// PFC-paused uplink takes the alternative once the flow's previous packet has left, the
     /// path is out until PFC resumes, and the flow stays on the alternative after it resumes;
     /// frames leave with the version-2 shim naming the path they took.
     #[test]
     fn a_pause_on_the_chosen_uplink_moves_the_flow_to_the_other_spine() {
-        let mut l = leaf();
-        l.data(0);
-        let first = (0..2)
-            .find(|&i| l.enq(i) == 1)
-            .expect("queued on an uplink");
-        let other = 1 - first;
+        let (mut l, first, other) = leaf_with_a_packet_queued();
         let sent = l.drain(first, 0);
         assert_eq!(sent.len(), 1);
         // The uplink is paused; the flow's next packet (its previous one long gone) moves.
@@ -300,12 +305,7 @@ mod proteus_at_the_source_edge {
     /// receiver got the flow's packets out of order.
     #[test]
     fn a_pause_does_not_move_a_packet_past_its_flows_queued_packet() {
-        let mut l = leaf();
-        l.data(0);
-        let first = (0..2)
-            .find(|&i| l.enq(i) == 1)
-            .expect("queued on an uplink");
-        let other = 1 - first;
+        let (mut l, first, other) = leaf_with_a_packet_queued();
         // The uplink is paused with the first packet still queued behind the pause.
         l.pfc(first, 0xFFFF, 10);
         l.data(2 * US);
