@@ -293,14 +293,24 @@ fn dut_topology(pfc: bool) -> String {
     } else {
         ""
     };
+    dut_file(
+        "bench",
+        &format!(
+            "defaults = {{ rate = \"100Gbit\", queues = 8 }}\n\
+             port = [{{ name = \"d1\" }}, {{ name = \"d2\" }}]\n\
+             buffer = {{ buffer_bytes = 4000000, lossless_pgs = [3] }}\n{extra}"
+        ),
+    )
+}
+
+/// A topology file of the harness's three nodes: switch `dut` (ports `d1`, `d2`, configured
+/// by `switch`, the lines after its name) between hosts `gen` and `sink`.
+pub(crate) fn dut_file(name: &str, switch: &str) -> String {
     format!(
-        r#"name = "bench"
+        r#"name = "{name}"
 [[switch]]
 name = "dut"
-defaults = {{ rate = "100Gbit", queues = 8 }}
-port = [{{ name = "d1" }}, {{ name = "d2" }}]
-buffer = {{ buffer_bytes = 4000000, lossless_pgs = [3] }}
-{extra}[[host]]
+{switch}[[host]]
 name = "gen"
 ip = "10.9.0.1/24"
 mac = "{GEN_MAC}"

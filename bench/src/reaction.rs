@@ -10,7 +10,7 @@
 //! per burst. Cases: `--poll busy` and `adaptive`, each with the DUT's core otherwise idle and
 //! with a CPU hog (a busy loop) sharing it, as on a testbed whose cores are shared.
 
-use crate::linerate::{sh, spawn_gen, spawn_in, spawn_xoff_run, Net, DUT_CORE, GEN_MAC, SINK_MAC};
+use crate::linerate::{sh, spawn_gen, spawn_in, spawn_xoff_run, Net, DUT_CORE};
 use anyhow::{bail, Context, Result};
 use dataplane::reaction::ReactionSnapshot;
 use serde::Serialize;
@@ -45,29 +45,12 @@ pub struct Case {
 }
 
 fn topology() -> String {
-    format!(
-        r#"name = "reaction"
-[[switch]]
-name = "dut"
-defaults = {{ rate = "10Gbit", queues = 8 }}
-port = [{{ name = "d1" }}, {{ name = "d2", rate = "1Gbit" }}]
-buffer = {{ buffer_bytes = 1000000, lossless_pgs = [3], response_ps = 50000000 }}
-pfc = {{ enable_mask = 8 }}
-[[host]]
-name = "gen"
-ip = "10.9.0.1/24"
-mac = "{GEN_MAC}"
-[[host]]
-name = "sink"
-ip = "10.9.0.2/24"
-mac = "{SINK_MAC}"
-[[link]]
-a = "gen"
-b = "dut:d1"
-[[link]]
-a = "sink"
-b = "dut:d2"
-"#
+    crate::linerate::dut_file(
+        "reaction",
+        "defaults = { rate = \"10Gbit\", queues = 8 }\n\
+         port = [{ name = \"d1\" }, { name = \"d2\", rate = \"1Gbit\" }]\n\
+         buffer = { buffer_bytes = 1000000, lossless_pgs = [3], response_ps = 50000000 }\n\
+         pfc = { enable_mask = 8 }\n",
     )
 }
 
