@@ -12,10 +12,7 @@ use std::sync::atomic::Ordering;
 
 /// A PFC frame that pauses some class: the reaction `crate::reaction` times.
 fn is_xoff(cf: &ControlFrame) -> bool {
-    match cf {
-        ControlFrame::Pfc(r) => (0..8).any(|c| r.class_enable >> c & 1 == 1 && r.quanta[c] > 0),
-        _ => false,
-    }
+    matches!(cf, ControlFrame::Pfc(r) if r.xoff_mask() != 0)
 }
 
 impl Switch {
