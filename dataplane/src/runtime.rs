@@ -315,6 +315,12 @@ struct Worker {
     umem_rings: Arc<Vec<crate::stats::Counter>>,
     /// Each port's kernel `tx_dropped` when the switch first read it.
     tx_dropped_base: std::collections::HashMap<u16, u64>,
+    /// `response_ps = "auto"` and this worker's MMU not yet re-sized (`crate::calibrate`).
+    calibrating: bool,
+    /// Kernel arrival stamps of the frames read this loop round, while calibrating.
+    calib_stamps: Vec<u64>,
+    /// Frames the switch had timed at the last calibration check.
+    calib_seen: u64,
 }
 
 /// The worker holding RX queue `queue` of a port whose egress worker `owner` owns: queue 0
@@ -349,7 +355,7 @@ pub fn start(
             iface: p.iface.clone(),
             queues: p.queues_rx,
             bind: p.xdp_bind,
-            stamp: opts.reaction,
+            stamp: opts.reaction || spec.response_auto,
         })
         .collect();
     let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
@@ -391,8 +397,10 @@ pub fn start(
             .collect(),
         workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
         open,
-        stamping: opts.reaction,
+        stamping: opts.reaction || spec.response_auto,
+        calibration: None,
     });
+    let auto = spec.response_auto;
     let shared = SwitchShared::new(spec);
     let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
     let pool = Arc::new(ArrayQueue::new(frames as usize));
@@ -424,6 +432,20 @@ pub fn start(
         )?);
     }
     let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
+    let mut nic = nic;
+    if auto {
+        if let Some(m) = pipes[0].buffer().mmu() {
+            let start = m.config().response_ps;
+            tracing::info!(switch = %shared.spec.name, "response_ps = \"auto\": reserving for {} µs until {} frames have timed this switch's reaction", start / 1_000_000, crate::calibrate::SAMPLES);
+            Arc::get_mut(&mut nic).expect("not shared yet").calibration =
+                Some(crate::nicstats::Calibration {
+                    start_response_ps: start,
+                    workers: (0..workers).map(|_| Default::default()).collect(),
+                    error: Default::default(),
+                });
+        }
+    }
+    let nic = nic;
     // Spread the free chunks evenly over the workers.
     let share = mem.free_count() / workers;
     let mut threads = Vec::new();
@@ -452,6 +474,9 @@ pub fn start(
             umem_free: umem_free.clone(),
             umem_rings: umem_rings.clone(),
             tx_dropped_base: Default::default(),
+            calibrating: nic.calibration.is_some(),
+            calib_stamps: Vec::new(),
+            calib_seen: 0,
         };
         threads.push(
             std::thread::Builder::new()
@@ -526,6 +551,9 @@ impl Worker {
                         self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
                     }
                 } else {
+                    if self.calibrating {
+                        self.calib_stamps.extend_from_slice(stamps);
+                    }
                     for (&(f, len), &t) in rx.iter().zip(stamps) {
                         self.sw.rx_stamp_ns = t;
                         self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
@@ -592,6 +620,17 @@ impl Worker {
                 }
                 if !s.port.alive() {
                     dead.push(i);
+                }
+            }
+            // Calibration: the frames read this round are handled and what they triggered is
+            // on a TX ring now (`crate::calibrate`).
+            if !self.calib_stamps.is_empty() {
+                let t = crate::port::sys::monotonic_ns();
+                if let Some(c) = &nic.calibration {
+                    let h = &c.workers[self.id].hist;
+                    for st in self.calib_stamps.drain(..) {
+                        h.record(t.saturating_sub(st));
+                    }
                 }
             }
             for i in dead.into_iter().rev() {
@@ -665,7 +704,76 @@ impl Worker {
         self.nic.workers[self.id].handoffs_out.add(delivered);
     }
 
+    /// `response_ps = "auto"`: once enough frames are timed and none came for a
+    /// housekeeping round (the calibration burst is over), re-sizes this worker's MMU for
+    /// the measured term the first time its buffer is empty.
+    fn calibrate(&mut self) {
+        if !self.calibrating {
+            return;
+        }
+        let nic = self.nic.clone();
+        let Some(c) = &nic.calibration else {
+            self.calibrating = false;
+            return;
+        };
+        let Some(m) = crate::calibrate::measured(&c.workers) else {
+            return;
+        };
+        // Only once the burst is over: no frame timed since the last round.
+        let last = std::mem::replace(&mut self.calib_seen, m.count);
+        if m.count != last {
+            return;
+        }
+        let ps = crate::calibrate::response_ps(&m);
+        match self.sw.retune_response(ps) {
+            Ok(false) => {}
+            Ok(true) => {
+                c.workers[self.id].applied_ps.set(ps);
+                if let Ok(mut g) = c.error.lock() {
+                    *g = None;
+                }
+                self.calibrating = false;
+                self.calib_stamps.clear();
+                if self.id == 0 {
+                    let table = self.sw.buffer().mmu().map(|m| m.headroom_table());
+                    tracing::info!(
+                        switch = %self.sw.shared.spec.name,
+                        "response_ps = \"auto\": {} frames took p50 {} µs, p99 {} µs, p99.9 {} µs from the kernel to a TX ring; response_ps = 2 × p99.9 = {} µs (was {} µs)\n{}",
+                        m.count,
+                        m.p50_ns / 1000,
+                        m.p99_ns / 1000,
+                        m.p999_ns / 1000,
+                        ps / 1_000_000,
+                        c.start_response_ps / 1_000_000,
+                        table.map(|t| mmu::format_headroom_table(&t)).unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => {
+                let why = format!(
+                    "{} frames took p50 {} µs, p99 {} µs, p99.9 {} µs from the kernel to a TX \
+                     ring; response_ps = 2 × p99.9 ({} µs) does not fit: {e}; keeping {} µs",
+                    m.count,
+                    m.p50_ns / 1000,
+                    m.p99_ns / 1000,
+                    m.p999_ns / 1000,
+                    ps / 1_000_000,
+                    c.start_response_ps / 1_000_000
+                );
+                tracing::warn!(switch = %self.sw.shared.spec.name, "{why}; measuring again on the next burst");
+                if let Ok(mut g) = c.error.lock() {
+                    *g = Some(why);
+                }
+                // A measurement a stall dominated: start over on the next burst.
+                c.workers[self.id].hist.reset();
+                self.calib_seen = 0;
+                self.calib_stamps.clear();
+            }
+        }
+    }
+
     fn housekeeping(&mut self) {
+        self.calibrate();
         for s in &mut self.socks {
             if let Some(x) = s.port.ring_stats() {
                 self.nic.ports[usize::from(s.pid)].queues[s.port.queue as usize]
