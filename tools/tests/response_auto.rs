@@ -14,9 +14,8 @@
 
 mod common;
 
-use common::{repo, require_root, serial, unique, xoff};
+use common::{repo, require_root, run_experiment, serial, unique};
 use serde_json::Value;
-use std::process::Command;
 
 fn n(v: &Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or(0)
@@ -27,20 +26,10 @@ fn measured_response_keeps_the_incast_lossless_and_dsh_pauses_later_than_sih() {
     let _g = serial();
     require_root();
     let out = std::env::temp_dir().join(unique("rauto"));
-    let o = Command::new(xoff())
-        .args(["experiment", "run"])
-        .arg(repo().join("deploy/experiments/incast-pfc-auto.toml"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--json")
-        .output()
-        .expect("run xoff experiment");
-    assert!(
-        o.status.success(),
-        "experiment failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let v = run_experiment(
+        &repo().join("deploy/experiments/incast-pfc-auto.toml"),
+        &out,
     );
-    let v: Value = serde_json::from_slice(&o.stdout).expect("results JSON");
     let cells = v["cells"].as_array().expect("cells");
     assert_eq!(cells.len(), 2, "{v}");
     let mut peak = std::collections::BTreeMap::new();

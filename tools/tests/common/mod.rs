@@ -131,6 +131,26 @@ pub fn unix_ns() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
+/// `xoff experiment run FILE --out OUT --json`, which must succeed: its results JSON.
+pub fn run_experiment(file: &Path, out: &Path) -> serde_json::Value {
+    let o = Command::new(xoff())
+        .args(["experiment", "run"])
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .arg("--json")
+        .output()
+        .expect("run xoff experiment");
+    assert!(
+        o.status.success(),
+        "experiment failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("JSON: {e}: {}", String::from_utf8_lossy(&o.stdout));
+    })
+}
+
 /// An `xoff host`'s `<host>.json` in `dir`; its log in the panic message if it wrote none.
 pub fn read_output(dir: &Path, h: &str) -> serde_json::Value {
     let p = dir.join(format!("{h}.json"));
