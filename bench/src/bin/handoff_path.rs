@@ -66,8 +66,9 @@ fn main() -> anyhow::Result<()> {
     let topo = Topology::parse(TOPO, Path::new("handoff_path.toml"))?;
     let spec = topo.switch_spec("s1")?;
     let h1 = topo.host_mac(&topo.hosts[0]);
+    let dip = Ipv4Addr::new(10, 1, 0, 3);
     let frames: Vec<Vec<u8>> = (0..64)
-        .map(|i| frame(h1, spec.ports[0].mac, Ipv4Addr::new(10, 1, 0, 3), 1000 + i, 64))
+        .map(|i| frame(h1, spec.ports[0].mac, dip, 1000 + i, 64))
         .collect();
     let shared = SwitchShared::new(spec);
     // B serves a burst at a time: its shaper catches up as a worker's does.
