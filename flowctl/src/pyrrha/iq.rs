@@ -43,12 +43,9 @@ impl Key {
     /// keyed `other` may have used an IQ keyed `self` before roots came, merged or went.
     #[inline]
     pub fn consistent_with(&self, other: &Key) -> bool {
-        self.roots().iter().all(|&(h, r)| {
-            other
-                .roots()
-                .iter()
-                .all(|&(h2, r2)| h2 != h || r2 == r)
-        })
+        self.roots()
+            .iter()
+            .all(|&(h, r)| other.roots().iter().all(|&(h2, r2)| h2 != h || r2 == r))
     }
 
     /// Adds a root farther than those held; when full the nearest is dropped (App. C.2 keeps
@@ -352,7 +349,8 @@ impl PortIqs {
         self.holds += n;
         if let Some(s) = self.slot_mut(queue) {
             s.moves = moves;
-            s.holds.extend(holds.into_iter().map(|(q, seq)| (q, seq, from)));
+            s.holds
+                .extend(holds.into_iter().map(|(q, seq)| (q, seq, from)));
         }
         n as u64
     }
@@ -425,7 +423,8 @@ impl PortIqs {
         let mut changed = Vec::new();
         for s in &mut self.slots {
             let before = s.holds.len();
-            s.holds.retain(|&(hq, seq, _)| !(hq == queue && done >= seq));
+            s.holds
+                .retain(|&(hq, seq, _)| !(hq == queue && done >= seq));
             let gone = before - s.holds.len();
             self.holds -= gone;
             if gone > 0 || (s.queue == queue && s.holds.iter().any(|h| h.2 == done)) {
