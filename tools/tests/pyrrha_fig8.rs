@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{n, read_output, repo, serial, start_hosts, unique, unix_ns, Bed};
+use common::{n, rate_bps, read_output, repo, rx_of, serial, start_hosts, unique, unix_ns, Bed};
 use dataplane::host::wire::{flow_port, PORT};
 use dataplane::Topology;
 use loadbal::FiveTuple;
@@ -103,20 +103,6 @@ struct Cell {
     audit_ok: bool,
     audit: Value,
     dir: PathBuf,
-}
-
-/// The receiver's record of flow `id` in host output `v`.
-fn rx_of(v: &Value, id: u64) -> Value {
-    v["rx"]
-        .as_array()
-        .and_then(|r| r.iter().find(|x| n(&x["id"]) == id))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-fn rate_bps(r: &Value) -> f64 {
-    let ps = n(&r["last_ps"]).saturating_sub(n(&r["first_ps"])).max(1);
-    n(&r["rx_bytes"]) as f64 * 8.0 / (ps as f64 / 1e12)
 }
 
 fn run(pyrrha: bool) -> Cell {
