@@ -15,9 +15,9 @@
 //! Both runs lose nothing: no receiver hole, no switch drop, no ring drop at switches or hosts,
 //! and the testbed audit balances. Requires root.
 //!
-//! Measured (2-core VM, machine reserved): VS 34.6 and 33.8 Mbit/s of 50 under Pyrrha (the
-//! paper's 66.7 %), 23.5 and 23.8 under PFC (the paper's about 40 %), the incast 49.3 Mbit/s
-//! of R1's link in both. Checked against PFC-only semantics: the Pyrrha cell run on the
+//! Measured (2-core VM, machine reserved): VS 34.6, 33.8, 34.5 and 32.7 Mbit/s of 50 under Pyrrha
+//! (the paper's 66.7 %), 23.5, 23.8, 24.4 and 23.5 under PFC (the paper's about 40 %), the incast
+//! 49.1-49.3 Mbit/s of R1's link in both. Checked against PFC-only semantics: the Pyrrha cell run on the
 //! PFC-only network fails the Pyrrha check (VS 23.7 Mbit/s < 30).
 
 mod common;
@@ -304,10 +304,12 @@ fn fig8_the_vulnerable_flow_keeps_its_share_under_pyrrha_and_loses_it_under_pfc(
     }
     // Fig. 10: VS keeps most of its share under Pyrrha, not under PFC.
     py.assert_vulnerable_keeps_its_share("Pyrrha");
-    // PFC pauses core2's port toward tor3 whole, VS with S2, so VS gets no more than S2's
-    // part of that port (the paper: about 40 of 100 Gbit/s).
+    // PFC pauses core2's port toward tor3 whole, VS with S2, so VS gets about S2's part of
+    // that port, half of it (the paper: about 40 of 100 Gbit/s; measured here 47-49 %).
+    // The bound leaves that half some noise; the gain below is the check that separates
+    // the two schemes.
     assert!(
-        pfc.rate[2] <= 0.5 * LINK,
+        pfc.rate[2] <= 0.55 * LINK,
         "PFC: VS kept {:.1} Mbit/s: PFC did not block it",
         pfc.rate[2] / 1e6
     );
