@@ -15,10 +15,10 @@
 //! Both runs lose nothing: no receiver hole, no switch drop, no ring drop at switches or hosts,
 //! and the testbed audit balances. Requires root.
 //!
-//! Measured (2-core VM, machine reserved): VS 34.6, 33.8, 34.5 and 32.7 Mbit/s of 50 under Pyrrha
-//! (the paper's 66.7 %), 23.5, 23.8, 24.4 and 23.5 under PFC (the paper's about 40 %), the incast
-//! 49.1-49.3 Mbit/s of R1's link in both. Checked against PFC-only semantics: the Pyrrha cell run on the
-//! PFC-only network fails the Pyrrha check (VS 23.7 Mbit/s < 30).
+//! Measured (2-core VM, machine reserved): VS 34.6, 33.8, 34.5 and 32.7 Mbit/s of 50 under
+//! Pyrrha (the paper's 66.7 %), 23.5, 23.8, 24.4 and 23.5 under PFC (the paper's about 40 %),
+//! the incast 49.1-49.3 Mbit/s of R1's link in both. Checked against PFC-only semantics: the
+//! Pyrrha cell run on the PFC-only network fails the Pyrrha check (VS 23.7 Mbit/s < 30).
 
 mod common;
 
