@@ -428,6 +428,21 @@ impl ChainRun {
     }
 }
 
+/// The receiver's record of flow `id` in `xoff host` output `v`.
+pub fn rx_of(v: &serde_json::Value, id: u64) -> serde_json::Value {
+    v["rx"]
+        .as_array()
+        .and_then(|r| r.iter().find(|x| n(&x["id"]) == id))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Delivered rate of a receiver record (bit/s), first to last packet.
+pub fn rate_bps(r: &serde_json::Value) -> f64 {
+    let ps = n(&r["last_ps"]).saturating_sub(n(&r["first_ps"])).max(1);
+    n(&r["rx_bytes"]) as f64 * 8.0 / (ps as f64 / 1e12)
+}
+
 /// A JSON number as u64 (0 if absent): the tests read counters this way.
 pub fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or(0)
