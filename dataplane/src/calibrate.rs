@@ -38,6 +38,17 @@ pub fn response_ps(m: &ReactionSnapshot) -> u64 {
     2 * m.recommended_response_ps().max(1_000_000)
 }
 
+/// The measurement as the log and the refusal message give it.
+pub fn describe(m: &ReactionSnapshot) -> String {
+    format!(
+        "{} frames took p50 {} µs, p99 {} µs, p99.9 {} µs from the kernel to a TX ring",
+        m.count,
+        m.p50_ns / 1000,
+        m.p99_ns / 1000,
+        m.p999_ns / 1000
+    )
+}
+
 /// One worker's calibration: its timed frames and the term it applied.
 #[derive(Debug, Default)]
 pub struct WorkerCalibration {

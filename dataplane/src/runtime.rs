@@ -525,6 +525,8 @@ pub fn start(
     let workers = opts.workers.clamp(1, nports.max(sockets).max(1));
     let owner: Vec<u16> = (0..nports).map(|p| (p % workers) as u16).collect();
     let frames = opts.umem_frames.unwrap_or_else(|| umem_frames_for(&spec));
+    // `response_ps = "auto"` times frames from their kernel stamps as `--reaction` does.
+    let stamp = opts.reaction || spec.response_auto;
     let want: Vec<xsk::PortOpen> = spec
         .ports
         .iter()
@@ -532,7 +534,7 @@ pub fn start(
             iface: p.iface.clone(),
             queues: p.queues_rx,
             bind: p.xdp_bind,
-            stamp: opts.reaction || spec.response_auto,
+            stamp,
         })
         .collect();
     let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
@@ -551,10 +553,33 @@ pub fn start(
         .iter()
         .map(|q| (q[0].iface.clone(), q[0].mode))
         .collect();
+    let shared = SwitchShared::new(spec);
+    let mut pipes = Vec::new();
+    for w in 0..workers {
+        pipes.push(Switch::new(
+            shared.clone(),
+            owner.clone(),
+            w as u16,
+            REALTIME_MAX_LAG_PS,
+        )?);
+    }
+    let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
+    let calibration = match pipes[0].buffer().mmu() {
+        Some(m) if shared.spec.response_auto => {
+            let start = m.config().response_ps;
+            tracing::info!(switch = %shared.spec.name, "response_ps = \"auto\": reserving for {} µs until {} frames have timed this switch's reaction", start / 1_000_000, crate::calibrate::SAMPLES);
+            Some(crate::nicstats::Calibration {
+                start_response_ps: start,
+                workers: (0..workers).map(|_| Default::default()).collect(),
+                error: Default::default(),
+            })
+        }
+        _ => None,
+    };
     let nic = Arc::new(NicCounters {
         ports: ports
             .iter()
-            .zip(&spec.ports)
+            .zip(&shared.spec.ports)
             .enumerate()
             .map(|(i, (q, p))| PortNic {
                 iface: p.iface.clone(),
@@ -574,11 +599,10 @@ pub fn start(
             .collect(),
         workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
         open,
-        stamping: opts.reaction || spec.response_auto,
-        calibration: None,
+        stamping: stamp,
+        calibration,
     });
-    let auto = spec.response_auto;
-    let shared = SwitchShared::new(spec);
+
     let boxes = Handoffs::new(workers, HANDOFF_RING, opts.handoff)?;
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
@@ -599,30 +623,6 @@ pub fn start(
             });
         }
     }
-    let mut pipes = Vec::new();
-    for w in 0..workers {
-        pipes.push(Switch::new(
-            shared.clone(),
-            owner.clone(),
-            w as u16,
-            REALTIME_MAX_LAG_PS,
-        )?);
-    }
-    let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
-    let mut nic = nic;
-    if auto {
-        if let Some(m) = pipes[0].buffer().mmu() {
-            let start = m.config().response_ps;
-            tracing::info!(switch = %shared.spec.name, "response_ps = \"auto\": reserving for {} µs until {} frames have timed this switch's reaction", start / 1_000_000, crate::calibrate::SAMPLES);
-            Arc::get_mut(&mut nic).expect("not shared yet").calibration =
-                Some(crate::nicstats::Calibration {
-                    start_response_ps: start,
-                    workers: (0..workers).map(|_| Default::default()).collect(),
-                    error: Default::default(),
-                });
-        }
-    }
-    let nic = nic;
     // Spread the free chunks evenly over the workers.
     let share = mem.free_count() / workers;
     let mut threads = Vec::new();
@@ -915,11 +915,8 @@ impl Worker {
                     let table = self.sw.buffer().mmu().map(|m| m.headroom_table());
                     tracing::info!(
                         switch = %self.sw.shared.spec.name,
-                        "response_ps = \"auto\": {} frames took p50 {} µs, p99 {} µs, p99.9 {} µs from the kernel to a TX ring; response_ps = 2 × p99.9 = {} µs (was {} µs)\n{}",
-                        m.count,
-                        m.p50_ns / 1000,
-                        m.p99_ns / 1000,
-                        m.p999_ns / 1000,
+                        "response_ps = \"auto\": {}; response_ps = 2 × p99.9 = {} µs (was {} µs)\n{}",
+                        crate::calibrate::describe(&m),
                         ps / 1_000_000,
                         c.start_response_ps / 1_000_000,
                         table.map(|t| mmu::format_headroom_table(&t)).unwrap_or_default()
@@ -928,12 +925,8 @@ impl Worker {
             }
             Err(e) => {
                 let why = format!(
-                    "{} frames took p50 {} µs, p99 {} µs, p99.9 {} µs from the kernel to a TX \
-                     ring; response_ps = 2 × p99.9 ({} µs) does not fit: {e}; keeping {} µs",
-                    m.count,
-                    m.p50_ns / 1000,
-                    m.p99_ns / 1000,
-                    m.p999_ns / 1000,
+                    "{}; response_ps = 2 × p99.9 ({} µs) does not fit: {e}; keeping {} µs",
+                    crate::calibrate::describe(&m),
                     ps / 1_000_000,
                     c.start_response_ps / 1_000_000
                 );
