@@ -11,14 +11,12 @@
 //! `handoff_path ringbuf|crossbeam PACKETS --threads`: A and B on two threads over a UMEM (as
 //! root), A waiting for room rather than dropping; prints the wall-clock time per packet.
 
-use bench::decision::{frame, TOPO};
+use bench::decision::TOPO;
 use dataplane::frame::HeapMem;
 use dataplane::port::xsk::UmemMem;
 use dataplane::runtime::{HandoffRing, Handoffs};
 use dataplane::switch::Outputs;
-use dataplane::{FrameMem, Switch, SwitchShared, Topology};
-use std::net::Ipv4Addr;
-use std::path::Path;
+use dataplane::{FrameMem, Switch, SwitchShared};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -63,13 +61,7 @@ fn main() -> anyhow::Result<()> {
     let ring: HandoffRing = ring.parse().map_err(anyhow::Error::msg)?;
     let n: u64 = n.parse()?;
     let threads = args.get(3).is_some_and(|a| a == "--threads");
-    let topo = Topology::parse(TOPO, Path::new("handoff_path.toml"))?;
-    let spec = topo.switch_spec("s1")?;
-    let h1 = topo.host_mac(&topo.hosts[0]);
-    let dip = Ipv4Addr::new(10, 1, 0, 3);
-    let frames: Vec<Vec<u8>> = (0..64)
-        .map(|i| frame(h1, spec.ports[0].mac, dip, 1000 + i, 64))
-        .collect();
+    let (spec, frames) = bench::decision::spec_and_frames(TOPO, "handoff_path.toml")?;
     let shared = SwitchShared::new(spec);
     // B serves a burst at a time: its shaper catches up as a worker's does.
     let lag = dataplane::switch::REALTIME_MAX_LAG_PS;
