@@ -125,6 +125,19 @@ fn proc_jiffies(pid: u32) -> u64 {
         + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
 }
 
+/// Nanoseconds the live threads of `pid` have run (`/proc/PID/task/*/schedstat`): exact,
+/// where `/proc/PID/stat` counts whole 10 ms ticks, too coarse for an idle process.
+fn proc_runtime_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn jiffy_ns() -> f64 {
     1e9 / 100.0
 }
@@ -986,7 +999,7 @@ fn worker_counts(sock: &Path) -> Option<String> {
     Some(t)
 }
 
-/// Idle CPU share of `xoff run` in a poll mode, over 3 s.
+/// Idle CPU share of `xoff run` in a poll mode, over 10 s (its threads' exact run time).
 fn idle_cpu(net: &Net, opts: &Opts, dir: &Path, poll: &str) -> Option<f64> {
     let cfg = dir.join("idle.toml");
     std::fs::write(&cfg, dut_topology(false)).ok()?;
@@ -1001,13 +1014,13 @@ fn idle_cpu(net: &Net, opts: &Opts, dir: &Path, poll: &str) -> Option<f64> {
     )
     .ok()?;
     std::thread::sleep(Duration::from_millis(500));
-    let (j0, t0) = (proc_jiffies(c.id()), Instant::now());
-    std::thread::sleep(Duration::from_secs(3));
-    let (j1, t1) = (proc_jiffies(c.id()), Instant::now());
+    let (r0, t0) = (proc_runtime_ns(c.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs(10));
+    let (r1, t1) = (proc_runtime_ns(c.id()), Instant::now());
     let _ = sh(&["kill", "-TERM", &c.id().to_string()]);
     let _ = c.wait();
     std::thread::sleep(Duration::from_millis(200));
-    Some((j1 - j0) as f64 * jiffy_ns() / (t1 - t0).as_nanos() as f64)
+    Some(r1.saturating_sub(r0) as f64 / (t1 - t0).as_nanos() as f64)
 }
 
 /// Runs the harness.

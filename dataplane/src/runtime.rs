@@ -21,10 +21,14 @@ use ringbuf::{HeapCons, HeapProd, HeapRb};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How much earlier than the shaper's next deadline an adaptive worker asks to wake.
 const WAKE_EARLY_PS: u64 = 30_000_000;
+
+/// How often a worker publishes its statistics and reads the kernel's counters (100 ms);
+/// also how long an idle adaptive worker without an AFC ring sleeps at most.
+const HOUSEKEEPING_PS: u64 = 100_000_000_000;
 
 /// How long an adaptive worker spins without work before it sleeps.
 const IDLE_SPIN_PS: u64 = 20_000_000;
@@ -498,6 +502,8 @@ struct Worker {
     calib_stamps: Vec<u64>,
     /// Frames the switch had timed at the last calibration check.
     calib_seen: u64,
+    /// When `housekeeping` is next due (`MonoClock` picoseconds).
+    house_due: u64,
 }
 
 /// The worker holding RX queue `queue` of a port whose egress worker `owner` owns: queue 0
@@ -654,6 +660,7 @@ pub fn start(
             calibrating: nic.calibration.is_some(),
             calib_stamps: Vec::new(),
             calib_seen: 0,
+            house_due: 0,
         };
         threads.push(
             std::thread::Builder::new()
@@ -685,12 +692,12 @@ impl Worker {
         let mut out = Outputs::new();
         // Start of the current run of idle rounds (0: busy).
         let mut idle_since = 0u64;
-        let mut last_house = Instant::now();
         let free_hi = self.socks.len() * xsk::RING as usize * 2 + 4096;
         let nic = self.nic.clone();
         let wc = &nic.workers[self.id];
         // Publish statistics before the first frame, so a control request never finds none.
         self.housekeeping();
+        self.house_due = clock.now() + HOUSEKEEPING_PS;
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock.now();
             let mut work = 0usize;
@@ -843,8 +850,9 @@ impl Worker {
                 }
                 self.mem.give_free(got);
             }
-            if last_house.elapsed() > Duration::from_millis(100) {
-                last_house = Instant::now();
+            // Due within the early margin an idle worker wakes with (`sleep`).
+            if now + WAKE_EARLY_PS >= self.house_due {
+                self.house_due = now + HOUSEKEEPING_PS;
                 self.housekeeping();
             }
             if work > 0 {
@@ -857,8 +865,9 @@ impl Worker {
                 if idle_since == 0 {
                     idle_since = t;
                 } else if t - idle_since > IDLE_SPIN_PS {
-                    self.sleep(t);
-                    idle_since = 0;
+                    // A wake-up with nothing readable (the idle timer) brings no burst:
+                    // look once, then sleep again without spinning.
+                    idle_since = if self.sleep(t) { 0 } else { 1 };
                 }
             }
         }
@@ -990,11 +999,18 @@ impl Worker {
     }
 
     /// Sleeps until a frame arrives, another worker hands one over, or the shaper is due.
-    fn sleep(&mut self, now: u64) {
-        let mut wake_at = now + 10_000_000_000; // 10 ms: check stop and link state
+    /// False when it woke on its idle timer (housekeeping, the AFC ring) with nothing to
+    /// read; a wake-up for a deadline of the switch (shaper, flow-control timer) is true, as
+    /// the deadline is then met by spinning, not by another coarse sleep.
+    fn sleep(&mut self, now: u64) -> bool {
+        // An idle switch wakes only to publish its statistics and notice a stop or a
+        // vanished interface (as often as `housekeeping` runs), or, with an AFC ring, to look
+        // at it for producers that do not ring its doorbell.
+        let mut idle_at = self.house_due;
         if self.afc.is_some() {
-            wake_at = now + crate::port::shm::AfcShm::IDLE_POLL_PS;
+            idle_at = idle_at.min(now + crate::port::shm::AfcShm::IDLE_POLL_PS);
         }
+        let mut wake_at = idle_at;
         for s in self.socks.iter().filter(|s| s.tx) {
             if !s.pending.is_empty() {
                 wake_at = now + 20_000_000; // TX ring was full: retry soon
@@ -1010,21 +1026,21 @@ impl Worker {
             }
         }
         if wake_at <= now {
-            return;
+            return true;
         }
         if !self.boxes.sleeping() {
-            return;
+            return true;
         }
         // An external controller rings the AFC doorbell while we sleep on it.
         if self.afc.as_ref().is_some_and(|a| !a.arm()) {
             self.boxes.woke();
-            return;
+            return true;
         }
         let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
         fds.push(self.boxes.wake_fd());
         fds.extend(self.afc.as_ref().map(|a| a.bell_fd()));
         // Wake a little early: ppoll overshoots by tens of microseconds.
-        wait_readable(
+        let woken = wait_readable(
             &fds,
             (wake_at - now).saturating_sub(WAKE_EARLY_PS).max(1_000_000),
         );
@@ -1032,6 +1048,7 @@ impl Worker {
         if let Some(a) = &self.afc {
             a.disarm();
         }
+        woken || wake_at < idle_at
     }
 }
 
@@ -1126,9 +1143,7 @@ port = [{ name = "p1" }, { name = "p2" }]
 
     /// Whether `fd` turns readable within `ms` milliseconds.
     fn readable_within(fd: i32, ms: u64) -> bool {
-        let t = Instant::now();
-        wait_readable(&[fd], ms * 1_000_000_000);
-        t.elapsed() < Duration::from_millis(ms)
+        wait_readable(&[fd], ms * 1_000_000_000)
     }
 
     /// A worker that announced its sleep is woken (its eventfd turns readable) by the next

@@ -50,8 +50,9 @@ impl EventFd {
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout_ps` picoseconds pass.
-pub fn wait_readable(fds: &[RawFd], timeout_ps: u64) {
+/// Waits until one of `fds` is readable or `timeout_ps` picoseconds pass; false when the
+/// time ran out with nothing readable (an error or a signal counts as a wake-up).
+pub fn wait_readable(fds: &[RawFd], timeout_ps: u64) -> bool {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -65,7 +66,7 @@ pub fn wait_readable(fds: &[RawFd], timeout_ps: u64) {
         tv_nsec: ((timeout_ps % 1_000_000_000_000) / 1000) as libc::c_long,
     };
     // SAFETY: `p` and `ts` are live for the call and the count matches `p`.
-    unsafe {
+    let n = unsafe {
         libc::ppoll(
             p.as_mut_ptr(),
             p.len() as libc::nfds_t,
@@ -73,6 +74,7 @@ pub fn wait_readable(fds: &[RawFd], timeout_ps: u64) {
             std::ptr::null(),
         )
     };
+    n != 0
 }
 
 /// Sends `sig` to `pid`; false if there is no such process.
