@@ -87,6 +87,9 @@ pub struct PgStats {
     /// excluded, until XON) since the last clear: what arrived after the pause was decided,
     /// which `η` (Eq. 1) must cover.
     pub absorbed_peak: u32,
+    /// Cells admitted during all the pauses that ended (each from its XOFF to its XON);
+    /// over `xon`, the mean pause's absorption. Not cleared with the watermarks.
+    pub absorbed_total: u64,
     pub paused: bool,
     pub xoff: u64,
     pub xon: u64,
@@ -167,6 +170,7 @@ impl Mmu {
                 peak: s.peak,
                 headroom_peak: s.headroom_peak,
                 absorbed_peak: s.absorbed_peak,
+                absorbed_total: s.absorbed_total,
                 paused: s.paused,
                 xoff: s.xoff,
                 xon: s.xon,

@@ -110,6 +110,10 @@ pub struct CellResult {
     /// flight on the link plus what the upstream sent before it obeyed.
     #[serde(default)]
     pub pause_absorbed_bytes: BTreeMap<String, u64>,
+    /// Per paused ingress port: the bytes its lossless PGs admitted in the mean ended pause
+    /// (all pauses' absorption over their count), beside the worst pause's above.
+    #[serde(default)]
+    pub pause_absorbed_mean_bytes: BTreeMap<String, u64>,
     /// PFC frames the host stacks received, and BFC PAUSEs they honoured (BFC mode).
     pub host_pfc_rx: u64,
     pub host_bfc_pauses_rx: u64,
@@ -437,16 +441,22 @@ impl CellResult {
                     r.max_queue_bytes = r.max_queue_bytes.max(q.watermark_bytes);
                 }
             }
+            // Per port: (bytes, pauses) summed over its lossless PGs and pipes.
+            let mut ended: BTreeMap<String, (u64, u64)> = BTreeMap::new();
             for m in s.mmu.iter().flat_map(MmuView::of) {
                 for pg in m.pgs.iter().filter(|g| g.lossless && g.absorbed_peak > 0) {
                     if let Some(p) = s.ports.get(pg.port) {
-                        let e = r
-                            .pause_absorbed_bytes
-                            .entry(format!("{}:{}", s.switch, p.name))
-                            .or_default();
+                        let key = format!("{}:{}", s.switch, p.name);
+                        let e = r.pause_absorbed_bytes.entry(key.clone()).or_default();
                         *e = (*e).max(pg.absorbed_peak * m.cell_bytes);
+                        let t = ended.entry(key).or_default();
+                        t.0 += pg.absorbed_total * m.cell_bytes;
+                        t.1 += pg.xon;
                     }
                 }
+            }
+            for (port, (bytes, n)) in ended.into_iter().filter(|e| e.1 .1 > 0) {
+                r.pause_absorbed_mean_bytes.insert(port, bytes / n);
             }
         }
     }
@@ -466,6 +476,10 @@ struct PgView {
     port: usize,
     lossless: bool,
     absorbed_peak: u64,
+    #[serde(default)]
+    absorbed_total: u64,
+    #[serde(default)]
+    xon: u64,
 }
 
 impl MmuView {
