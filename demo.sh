@@ -29,3 +29,5 @@ $X testbed down $TOPO --name $NAME >/dev/null
 echo "== experiment: 8:1 incast on real frames, PFC vs none, SIH vs DSH (deploy/experiments/incast-pfc.toml)"
 $X experiment run deploy/experiments/incast-pfc.toml --out results/incast
 echo "plots and per-flow CSVs in results/incast/"
+echo "== the same incast with 7 lossless classes and the switch's measured response term (response_ps = \"auto\")"
+$X experiment run deploy/experiments/incast-pfc-auto.toml --out results/incast-auto

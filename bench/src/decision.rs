@@ -43,6 +43,22 @@ a = "h4"
 b = "s1:p4"
 "#;
 
+/// Switch `s1` of topology `text` (named `file` in errors) and 64 routed 64-byte frames from
+/// h1 toward 10.1.0.3, one per source port: the input of the fixed-count decision-path loops.
+pub fn spec_and_frames(
+    text: &str,
+    file: &str,
+) -> anyhow::Result<(dataplane::config::SwitchSpec, Vec<Vec<u8>>)> {
+    let topo = dataplane::Topology::parse(text, std::path::Path::new(file))?;
+    let spec = topo.switch_spec("s1")?;
+    let h1 = topo.host_mac(&topo.hosts[0]);
+    let dip = Ipv4Addr::new(10, 1, 0, 3);
+    let frames = (0..64)
+        .map(|i| frame(h1, spec.ports[0].mac, dip, 1000 + i, 64))
+        .collect();
+    Ok((spec, frames))
+}
+
 /// A UDP/IPv4 frame of `len` bytes from 10.0.0.1:`sport` to `dip`:5201, ECN-capable.
 pub fn frame(src: MacAddr, dst: MacAddr, dip: Ipv4Addr, sport: u16, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];

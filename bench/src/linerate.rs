@@ -28,7 +28,13 @@ pub struct Opts {
     pub results: Option<PathBuf>,
 }
 
-/// Every peer the harness knows, in report order.
+/// The peers a default run measures, in report order. The harness also knows the two-worker
+/// A/B of the hand-off rings (issue 20 item 6), run on request (`--peers`):
+/// `xoff-2w-ringbuf` and `xoff-2w-crossbeam` are `xoff run --workers 2 --handoff RING` with
+/// both workers on the DUT core; with `-2c` appended (`xoff-2w-ringbuf-2c`) the workers may run
+/// on either core, the generator's too. Port `d1` belongs to worker 0 and `d2` to worker 1,
+/// so every forwarded frame crosses from one to the other; the row's note gives each
+/// worker's counters.
 pub const PEERS: &[&str] = &[
     "xoff",
     "xoff-pfc",
@@ -255,6 +261,8 @@ impl Drop for Net {
 /// A running device under test.
 struct Dut {
     children: Vec<Child>,
+    /// The control socket of an `xoff run` DUT.
+    ctl: Option<PathBuf>,
     /// Processes whose CPU time is the DUT's (empty: kernel forwarding).
     pids: Vec<u32>,
     cleanup: Vec<Vec<String>>,
@@ -365,6 +373,7 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
     let log = dir.join(format!("{peer}.log"));
     let mut d = Dut {
         children: Vec::new(),
+        ctl: None,
         pids: Vec::new(),
         cleanup: Vec::new(),
         config: Vec::new(),
@@ -375,6 +384,7 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
             std::fs::write(&cfg, dut_topology(peer == "xoff-pfc"))?;
             let sock = dir.join(format!("{peer}.sock"));
             let c = spawn_xoff_run(net, &xoff, &cfg, &sock, &[], &log)?;
+            d.ctl = Some(sock.clone());
             let args = xoff_run_args(&xoff, &cfg, &sock, &[]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             d.config.push(cmdline(net, "dut", DUT_CORE, &args));
@@ -388,6 +398,24 @@ fn start_dut(peer: &str, net: &Net, opts: &Opts, dir: &Path) -> Result<Dut> {
                     .collect::<Vec<_>>()
                     .join("; ")
             ));
+            d.pids.push(c.id());
+            d.children.push(c);
+        }
+        p if p.starts_with("xoff-2w-") => {
+            let rest = &p["xoff-2w-".len()..];
+            let (ring, cores) = match rest.strip_suffix("-2c") {
+                Some(r) => (r, "0,1"),
+                None => (rest, DUT_CORE),
+            };
+            let cfg = dir.join(format!("{peer}.toml"));
+            std::fs::write(&cfg, dut_topology(false))?;
+            let sock = dir.join(format!("{peer}.sock"));
+            let extra = ["--workers", "2", "--handoff", ring];
+            let c = spawn_xoff_run_on(net, cores, &xoff, &cfg, &sock, &extra, &log)?;
+            let args = xoff_run_args(&xoff, &cfg, &sock, &extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            d.config.push(cmdline(net, "dut", cores, &args));
+            d.ctl = Some(sock);
             d.pids.push(c.id());
             d.children.push(c);
         }
@@ -672,9 +700,22 @@ pub(crate) fn spawn_xoff_run(
     extra: &[&str],
     log: &Path,
 ) -> Result<Child> {
+    spawn_xoff_run_on(net, DUT_CORE, xoff, cfg, sock, extra, log)
+}
+
+/// As [`spawn_xoff_run`], on `cores` (a `taskset -c` list).
+fn spawn_xoff_run_on(
+    net: &Net,
+    cores: &str,
+    xoff: &str,
+    cfg: &Path,
+    sock: &Path,
+    extra: &[&str],
+    log: &Path,
+) -> Result<Child> {
     let args = xoff_run_args(xoff, cfg, sock, extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = spawn_in(net, "dut", DUT_CORE, &args, log)?;
+    let mut c = spawn_in(net, "dut", cores, &args, log)?;
     let t = Instant::now();
     while dataplane::ctl::request(sock, &dataplane::ctl::Request::Stats).is_err() {
         if t.elapsed() > Duration::from_secs(10) {
@@ -846,6 +887,10 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     if let Some(s) = sent_line.and_then(|s| s.trim().parse::<f64>().ok()) {
         row.offered_pps = Some(s / dur);
     }
+    // With several workers: what each read, handed over, took and sent (since start).
+    if let Some(w) = dut.ctl.as_deref().and_then(worker_counts) {
+        row.note = format!("{w} {}", row.note).trim_end().to_string();
+    }
     // A peer that forwards everything the generator offers is measured at the generator's
     // rate, a lower bound on its own: say so beside the figure.
     if let (Some(p), Some(o)) = (row.pps, row.offered_pps) {
@@ -901,6 +946,44 @@ fn measure(peer: &str, size: usize, net: &Net, opts: &Opts, dir: &Path) -> Row {
     }
     drop(dut);
     row
+}
+
+/// Each worker's counters of a multi-worker `xoff run` (`None` with one worker):
+/// `w0 rx R out O in I tx T | w1 ...` in millions of frames, and the frames lost to a full
+/// hand-off ring (`queue_full` drops over the ports; the DUT's only queues are far from full).
+fn worker_counts(sock: &Path) -> Option<String> {
+    let dataplane::ctl::Response::Stats(s) =
+        dataplane::ctl::request(sock, &dataplane::ctl::Request::Stats).ok()?
+    else {
+        return None;
+    };
+    let nic = s.nic.as_ref()?;
+    if nic.workers.len() < 2 {
+        return None;
+    }
+    let m = |v: u64| format!("{:.2}M", v as f64 / 1e6);
+    let mut t = nic
+        .workers
+        .iter()
+        .map(|w| {
+            format!(
+                "w{} rx {} out {} in {} tx {}",
+                w.worker,
+                m(w.rx_pkts),
+                m(w.handoffs_out),
+                m(w.handoffs_in),
+                m(w.tx_pkts)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let full: u64 = s
+        .ports
+        .iter()
+        .filter_map(|p| p.drops.get("queue_full"))
+        .sum();
+    let _ = write!(t, "; queue_full {full}");
+    Some(t)
 }
 
 /// Idle CPU share of `xoff run` in a poll mode, over 3 s.
@@ -1015,9 +1098,17 @@ pub fn table(r: &Report) -> String {
         "{} on {} (kernel {}, commit {})",
         r.date, r.machine, r.kernel, r.commit
     );
+    // The peer column fits the longest name (at least the 11 of the earlier tables).
+    let w = r
+        .rows
+        .iter()
+        .map(|x| x.peer.len())
+        .max()
+        .unwrap_or(0)
+        .max(11);
     let _ = writeln!(
         s,
-        "{:<11} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  note",
+        "{:<w$} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  note",
         "peer",
         "size",
         "Mpps",
@@ -1040,7 +1131,7 @@ pub fn table(r: &Report) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<11} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  {}",
+            "{:<w$} {:>5} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8}  {}",
             row.peer,
             row.size,
             f(row.pps, 1e6, 3),

@@ -56,10 +56,13 @@ pub enum Buffer {
 
 impl Buffer {
     /// Builds the manager for `ports`; `share` divides the MMU's buffer among pipelines.
+    /// `auto` (`response_ps = "auto"`, not yet measured): the configured response term is
+    /// only a start value, halved (down to 1 µs) until the headroom fits this pipe's buffer.
     pub fn new(
         cfg: Option<&mmu::MmuConfig>,
         ports: &[PortSpec],
         share: u64,
+        auto: bool,
     ) -> Result<Self, mmu::MmuError> {
         match cfg {
             None => Ok(Buffer::Limit(ports.iter().map(|p| p.queue_limit).collect())),
@@ -75,7 +78,13 @@ impl Buffer {
                         queues: p.queues,
                     })
                     .collect();
-                Ok(Buffer::Mmu(Box::new(mmu::Mmu::new(&c, &params)?)))
+                loop {
+                    match mmu::Mmu::new(&c, &params) {
+                        Ok(m) => return Ok(Buffer::Mmu(Box::new(m))),
+                        Err(_) if auto && c.response_ps > 1_000_000 => c.response_ps /= 2,
+                        Err(e) => return Err(e),
+                    }
+                }
             }
         }
     }
@@ -151,6 +160,15 @@ impl Buffer {
         match self {
             Buffer::Mmu(m) => serde_json::to_value(m.stats()).ok(),
             Buffer::Limit(_) => None,
+        }
+    }
+
+    /// Re-sizes the MMU's headroom for a measured response term, if nothing is buffered
+    /// ([`mmu::Mmu::retune_response`]); `Ok(false)`: busy (or no MMU), try again later.
+    pub fn retune_response(&mut self, response_ps: u64) -> Result<bool, mmu::MmuError> {
+        match self {
+            Buffer::Mmu(m) => m.retune_response(response_ps),
+            Buffer::Limit(_) => Ok(false),
         }
     }
 

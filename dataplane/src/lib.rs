@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod buffer;
+pub mod calibrate;
 pub mod clock;
 pub mod config;
 pub mod ctl;

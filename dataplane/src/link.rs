@@ -50,6 +50,12 @@ impl Link {
         }
     }
 
+    /// Changes the catch-up window (a switch that measured its response term, `max_lag`
+    /// being tied to it: `crate::switch::lossless_lag`).
+    pub fn set_max_lag(&mut self, max_lag_ps: u64) {
+        self.max_lag = max_lag_ps;
+    }
+
     /// Whether a new frame may start serializing at `now`.
     #[inline]
     pub fn can_start(&self, now: u64) -> bool {

@@ -94,8 +94,19 @@ pub struct NicCounters {
     pub ports: Vec<PortNic>,
     pub workers: Vec<WorkerCounters>,
     pub open: crate::port::xsk::OpenReport,
-    /// The ports stamp frames in the kernel (`xoff run --reaction`).
+    /// The ports stamp frames in the kernel (`xoff run --reaction`, `response_ps = "auto"`).
     pub stamping: bool,
+    /// `response_ps = "auto"`: the measurement and what was applied (`crate::calibrate`).
+    pub calibration: Option<Calibration>,
+}
+
+/// A calibrating switch's shared state: per worker its timed frames and applied term.
+#[derive(Debug, Default)]
+pub struct Calibration {
+    pub start_response_ps: u64,
+    pub workers: Vec<crate::calibrate::WorkerCalibration>,
+    /// Why the measured term was refused, if it was.
+    pub error: std::sync::Mutex<Option<String>>,
 }
 
 impl NicCounters {
@@ -147,6 +158,10 @@ impl NicCounters {
             reaction: self.stamping.then(|| {
                 crate::reaction::ReactionHist::snapshot(self.workers.iter().map(|w| &w.reaction))
             }),
+            calibration: self.calibration.as_ref().map(|c| {
+                let error = c.error.lock().map(|e| e.clone()).unwrap_or(None);
+                crate::calibrate::CalibrationSnapshot::new(c.start_response_ps, &c.workers, error)
+            }),
         }
     }
 }
@@ -167,6 +182,9 @@ pub struct NicSnapshot {
     /// TX ring, when the switch measures it (`xoff run --reaction`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reaction: Option<crate::reaction::ReactionSnapshot>,
+    /// `response_ps = "auto"`: the measured reaction time and the term applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::calibrate::CalibrationSnapshot>,
 }
 
 /// One port's sockets.
@@ -259,6 +277,7 @@ mod tests {
                 hugepage_fallback: None,
             },
             stamping: false,
+            calibration: None,
         };
         nic.workers[1].rx_pkts.add(7);
         let s = nic.snapshot(&["p1".to_string()]);

@@ -64,6 +64,14 @@ impl ReactionHist {
         self.max.max(ns);
     }
 
+    /// Forgets every reaction (its single writer only).
+    pub fn reset(&self) {
+        for b in &self.buckets {
+            b.set(0);
+        }
+        self.max.set(0);
+    }
+
     /// The histograms of several workers as one.
     pub fn snapshot<'a>(hists: impl IntoIterator<Item = &'a ReactionHist>) -> ReactionSnapshot {
         let mut sum = vec![0u64; BUCKETS];

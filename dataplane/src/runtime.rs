@@ -16,6 +16,8 @@ use crate::port::PortIo;
 use crate::stats::DropReason;
 use crate::switch::{Handoff, Outputs, Switch, SwitchShared, REALTIME_MAX_LAG_PS};
 use crossbeam_queue::ArrayQueue;
+use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Split as _};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -50,6 +52,8 @@ pub struct RunOptions {
     pub afc: Option<Arc<crate::port::shm::AfcShm>>,
     /// Stamp frames in the kernel and histogram the reaction time (`crate::reaction`).
     pub reaction: bool,
+    /// The queues between workers ([`Handoffs`]).
+    pub handoff: HandoffRing,
 }
 
 impl Default for RunOptions {
@@ -62,6 +66,7 @@ impl Default for RunOptions {
             umem_frames: None,
             afc: None,
             reaction: false,
+            handoff: HandoffRing::default(),
         }
     }
 }
@@ -184,55 +189,163 @@ fn frame_bytes<M: FrameMem>(mem: &M, f: FrameId, len: u32) -> &[u8] {
     &d[..(len as usize).min(d.len())]
 }
 
-struct Mailbox {
-    ring: ArrayQueue<Handoff>,
+/// Wakes a worker sleeping in `ppoll()` when a hand-off arrives for it.
+///
+/// The sleeper raises `sleeping`, then looks at its rings; a sender pushes, then looks at
+/// `sleeping`. Each side puts a `SeqCst` fence between its store and its load (the
+/// store-buffering pattern), so at least one of them sees the other: either the sleeper
+/// finds the hand-off, or the sender finds the flag and signals the eventfd.
+struct Waker {
     sleeping: AtomicBool,
     wake: EventFd,
 }
 
-impl Mailbox {
-    fn kick(&self) {
-        if self.sleeping.load(Ordering::Acquire) {
-            self.wake.signal();
+/// Slots of each hand-off ring.
+pub const HANDOFF_RING: usize = 8192;
+
+/// Which queue carries hand-offs between workers (`xoff run --handoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HandoffRing {
+    /// One `ringbuf` SPSC ring per (sender, receiver) pair of workers.
+    #[default]
+    Ringbuf,
+    /// One `crossbeam` MPMC queue per receiving worker, shared by every sender.
+    Crossbeam,
+}
+
+impl std::str::FromStr for HandoffRing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ringbuf" => Ok(HandoffRing::Ringbuf),
+            "crossbeam" => Ok(HandoffRing::Crossbeam),
+            o => Err(format!("{o}: use ringbuf or crossbeam")),
         }
     }
 }
 
-/// Slots of each worker's hand-off ring.
-pub const HANDOFF_RING: usize = 8192;
+/// The sending end of the ring from this worker to one other.
+enum Tx {
+    /// Owned by this worker alone: `HeapProd` is `Send` but not `Sync`, and pushes through
+    /// `&mut`.
+    Spsc(HeapProd<Handoff>),
+    Mpmc(Arc<ArrayQueue<Handoff>>),
+}
 
-/// The workers' mailboxes: one lock-free ring per worker for packets and control frames
-/// bound for the ports it owns, and an eventfd to wake it.
+impl Tx {
+    fn push(&mut self, h: Handoff) -> Result<(), Handoff> {
+        match self {
+            Tx::Spsc(p) => p.try_push(h),
+            Tx::Mpmc(q) => q.push(h),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Tx::Spsc(p) => p.occupied_len(),
+            Tx::Mpmc(q) => q.len(),
+        }
+    }
+}
+
+/// The receiving ends of the rings into this worker.
+enum Rx {
+    /// One ring per sending worker, drained in turn from `next`.
+    Spsc {
+        from: Vec<HeapCons<Handoff>>,
+        next: usize,
+    },
+    Mpmc(Arc<ArrayQueue<Handoff>>),
+}
+
+/// One worker's ends of the hand-off rings: the sending end of a ring to every worker and
+/// the receiving ends of the rings into it, for packets and control frames bound for the
+/// ports another worker owns, and the wakers of every worker.
+///
+/// With [`HandoffRing::Ringbuf`] (the default) each (sender, receiver) pair has its own SPSC
+/// ring of [`HANDOFF_RING`] slots: each end has one owner, so a push or pop is a plain store
+/// and load of the ring's indices (the other side's index is re-read only when the ring looks
+/// full or empty), with no compare-and-swap and no cache line shared by three workers.
+/// [`HandoffRing::Crossbeam`] keeps one MPMC queue of [`HANDOFF_RING`] slots per receiver
+/// (every sender pushes into it), for comparison (`xoff bench line-rate`, peers
+/// `xoff-2w-*`). Either way `Handoffs` is `Send` and not `Sync`: the worker that holds it
+/// is the only one using its ends.
 ///
 /// Counting (issue 21 item 2): a data packet refused by a full ring is a `queue_full` drop of
 /// its egress port (a control frame a `control_lost` one); another worker owns that port, so
 /// the drop goes to the port's atomic `drops_shared` (`crate::stats`), never to the owner's
 /// single-writer counters.
 pub struct Handoffs {
-    boxes: Vec<Mailbox>,
+    me: usize,
+    /// By receiving worker.
+    tx: Vec<Tx>,
+    rx: Rx,
+    wakers: Arc<[Waker]>,
+    /// Workers this send gave something, to wake after the pushes.
+    sent_to: Vec<bool>,
 }
 
 impl Handoffs {
-    /// Mailboxes for `workers` workers, each ring holding `capacity` hand-offs.
-    pub fn new(workers: usize, capacity: usize) -> std::io::Result<Self> {
-        Ok(Handoffs {
-            boxes: (0..workers)
-                .map(|_| {
-                    Ok(Mailbox {
-                        ring: ArrayQueue::new(capacity.max(1)),
-                        sleeping: AtomicBool::new(false),
-                        wake: EventFd::new()?,
-                    })
+    /// The ends of every worker of `workers`, in worker order, with `capacity` slots per ring.
+    pub fn new(workers: usize, capacity: usize, ring: HandoffRing) -> std::io::Result<Vec<Self>> {
+        let wakers: Arc<[Waker]> = (0..workers)
+            .map(|_| {
+                Ok(Waker {
+                    sleeping: AtomicBool::new(false),
+                    wake: EventFd::new()?,
                 })
-                .collect::<std::io::Result<Vec<_>>>()?,
-        })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?
+            .into();
+        let capacity = capacity.max(1);
+        let (tx, rx): (Vec<Vec<Tx>>, Vec<Rx>) = match ring {
+            HandoffRing::Ringbuf => {
+                // ends[from][to]
+                let mut prod: Vec<Vec<Tx>> = (0..workers).map(|_| Vec::new()).collect();
+                let mut cons: Vec<Vec<HeapCons<Handoff>>> =
+                    (0..workers).map(|_| Vec::new()).collect();
+                for p in prod.iter_mut() {
+                    for c in cons.iter_mut() {
+                        let (tx, rx) = HeapRb::<Handoff>::new(capacity).split();
+                        p.push(Tx::Spsc(tx));
+                        c.push(rx);
+                    }
+                }
+                let rx = cons
+                    .into_iter()
+                    .map(|from| Rx::Spsc { from, next: 0 })
+                    .collect();
+                (prod, rx)
+            }
+            HandoffRing::Crossbeam => {
+                let queues: Vec<Arc<ArrayQueue<Handoff>>> = (0..workers)
+                    .map(|_| Arc::new(ArrayQueue::new(capacity)))
+                    .collect();
+                let tx = (0..workers)
+                    .map(|_| queues.iter().map(|q| Tx::Mpmc(q.clone())).collect())
+                    .collect();
+                (tx, queues.into_iter().map(Rx::Mpmc).collect())
+            }
+        };
+        Ok(tx
+            .into_iter()
+            .zip(rx)
+            .enumerate()
+            .map(|(me, (tx, rx))| Handoffs {
+                me,
+                tx,
+                rx,
+                wakers: wakers.clone(),
+                sent_to: vec![false; workers],
+            })
+            .collect())
     }
 
-    /// Passes `out.handoff` to the mailboxes of the ports' owners. A full mailbox drops a
-    /// data packet (`queue_full` on its port) or a control frame (`control_lost` on its
-    /// port; the scheme refreshes it). Returns the data packets dropped.
+    /// Passes `out.handoff` to the rings of the ports' owners. A full ring drops a data
+    /// packet (`queue_full` on its port) or a control frame (`control_lost` on its port; the
+    /// scheme refreshes it). Returns the data packets dropped.
     pub fn send<M: FrameMem>(
-        &self,
+        &mut self,
         owner: &[u16],
         shared: &SwitchShared,
         ledger: &crate::audit::Ledger,
@@ -242,9 +355,9 @@ impl Handoffs {
         self.send_counted(owner, shared, ledger, mem, out, &mut 0)
     }
 
-    /// As [`send`](Self::send), also adding the hand-offs the mailboxes took to `delivered`.
+    /// As [`send`](Self::send), also adding the hand-offs the rings took to `delivered`.
     pub fn send_counted<M: FrameMem>(
-        &self,
+        &mut self,
         owner: &[u16],
         shared: &SwitchShared,
         ledger: &crate::audit::Ledger,
@@ -253,9 +366,10 @@ impl Handoffs {
         delivered: &mut u64,
     ) -> u64 {
         let mut dropped = 0;
+        let before = *delivered;
         for h in out.handoff.drain(..) {
             let dst = usize::from(owner[usize::from(h.port)]);
-            if let Err(h) = self.boxes[dst].ring.push(h) {
+            if let Err(h) = self.tx[dst].push(h) {
                 let c = &shared.counters[usize::from(h.port)];
                 if h.ctrl {
                     c.drop_shared(DropReason::ControlLost);
@@ -267,20 +381,83 @@ impl Handoffs {
                 mem.free(h.pkt.frame);
             } else {
                 *delivered += 1;
-                self.boxes[dst].kick();
+                self.sent_to[dst] = true;
+            }
+        }
+        if *delivered > before {
+            // One fence for the whole burst (see `Waker`).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            for (w, sent) in self.sent_to.iter_mut().enumerate() {
+                if std::mem::take(sent) && self.wakers[w].sleeping.load(Ordering::Relaxed) {
+                    self.wakers[w].wake.signal();
+                }
             }
         }
         dropped
     }
 
-    /// Hand-offs waiting for worker `me`.
-    pub fn pending(&self, me: usize) -> usize {
-        self.boxes[me].ring.len()
+    /// Wakes worker `w` if it sleeps (something it acts on changed).
+    pub fn kick(&self, w: usize) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.wakers[w].sleeping.load(Ordering::Relaxed) {
+            self.wakers[w].wake.signal();
+        }
     }
 
-    /// The next hand-off for worker `me`.
-    pub fn recv(&self, me: usize) -> Option<Handoff> {
-        self.boxes[me].ring.pop()
+    /// Hand-offs waiting for this worker.
+    pub fn pending(&self) -> usize {
+        match &self.rx {
+            Rx::Spsc { from, .. } => from.iter().map(|c| c.occupied_len()).sum(),
+            Rx::Mpmc(q) => q.len(),
+        }
+    }
+
+    /// Hand-offs in the ring from this worker to worker `w` (with `Crossbeam`, in `w`'s
+    /// queue, whoever sent them).
+    pub fn in_ring_to(&self, w: usize) -> usize {
+        self.tx[w].len()
+    }
+
+    /// The next hand-off for this worker.
+    pub fn recv(&mut self) -> Option<Handoff> {
+        match &mut self.rx {
+            Rx::Spsc { from, next } => {
+                for _ in 0..from.len() {
+                    if let Some(h) = from[*next].try_pop() {
+                        return Some(h);
+                    }
+                    *next = (*next + 1) % from.len();
+                }
+                None
+            }
+            Rx::Mpmc(q) => q.pop(),
+        }
+    }
+
+    /// Announces that this worker is about to sleep. False (and not announced) if a hand-off
+    /// is already waiting; else the caller sleeps on [`wake_fd`](Self::wake_fd) and calls
+    /// [`woke`](Self::woke) after.
+    pub fn sleeping(&self) -> bool {
+        let w = &self.wakers[self.me];
+        w.sleeping.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.pending() > 0 {
+            w.sleeping.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The descriptor that becomes readable when another worker wakes this one.
+    pub fn wake_fd(&self) -> i32 {
+        self.wakers[self.me].wake.fd()
+    }
+
+    /// Ends a sleep [`sleeping`](Self::sleeping) announced.
+    pub fn woke(&self) {
+        let w = &self.wakers[self.me];
+        w.sleeping.store(false, Ordering::Relaxed);
+        w.wake.clear();
     }
 }
 
@@ -299,7 +476,7 @@ struct Worker {
     sw: Switch,
     socks: Vec<Sock>,
     mem: UmemMem,
-    boxes: Arc<Handoffs>,
+    boxes: Handoffs,
     owner: Vec<u16>,
     pool: Arc<ArrayQueue<FrameId>>,
     poll: PollMode,
@@ -315,6 +492,12 @@ struct Worker {
     umem_rings: Arc<Vec<crate::stats::Counter>>,
     /// Each port's kernel `tx_dropped` when the switch first read it.
     tx_dropped_base: std::collections::HashMap<u16, u64>,
+    /// `response_ps = "auto"` and this worker's MMU not yet re-sized (`crate::calibrate`).
+    calibrating: bool,
+    /// Kernel arrival stamps of the frames read this loop round, while calibrating.
+    calib_stamps: Vec<u64>,
+    /// Frames the switch had timed at the last calibration check.
+    calib_seen: u64,
 }
 
 /// The worker holding RX queue `queue` of a port whose egress worker `owner` owns: queue 0
@@ -342,6 +525,8 @@ pub fn start(
     let workers = opts.workers.clamp(1, nports.max(sockets).max(1));
     let owner: Vec<u16> = (0..nports).map(|p| (p % workers) as u16).collect();
     let frames = opts.umem_frames.unwrap_or_else(|| umem_frames_for(&spec));
+    // `response_ps = "auto"` times frames from their kernel stamps as `--reaction` does.
+    let stamp = opts.reaction || spec.response_auto;
     let want: Vec<xsk::PortOpen> = spec
         .ports
         .iter()
@@ -349,7 +534,7 @@ pub fn start(
             iface: p.iface.clone(),
             queues: p.queues_rx,
             bind: p.xdp_bind,
-            stamp: opts.reaction,
+            stamp,
         })
         .collect();
     let (ports, mut mem, open) = xsk::open_queues(&want, frames, opts.xdp_mode, spec.hugepages)?;
@@ -368,10 +553,33 @@ pub fn start(
         .iter()
         .map(|q| (q[0].iface.clone(), q[0].mode))
         .collect();
+    let shared = SwitchShared::new(spec);
+    let mut pipes = Vec::new();
+    for w in 0..workers {
+        pipes.push(Switch::new(
+            shared.clone(),
+            owner.clone(),
+            w as u16,
+            REALTIME_MAX_LAG_PS,
+        )?);
+    }
+    let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
+    let calibration = match pipes[0].buffer().mmu() {
+        Some(m) if shared.spec.response_auto => {
+            let start = m.config().response_ps;
+            tracing::info!(switch = %shared.spec.name, "response_ps = \"auto\": reserving for {} µs until {} frames have timed this switch's reaction", start / 1_000_000, crate::calibrate::SAMPLES);
+            Some(crate::nicstats::Calibration {
+                start_response_ps: start,
+                workers: (0..workers).map(|_| Default::default()).collect(),
+                error: Default::default(),
+            })
+        }
+        _ => None,
+    };
     let nic = Arc::new(NicCounters {
         ports: ports
             .iter()
-            .zip(&spec.ports)
+            .zip(&shared.spec.ports)
             .enumerate()
             .map(|(i, (q, p))| PortNic {
                 iface: p.iface.clone(),
@@ -391,10 +599,11 @@ pub fn start(
             .collect(),
         workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
         open,
-        stamping: opts.reaction,
+        stamping: stamp,
+        calibration,
     });
-    let shared = SwitchShared::new(spec);
-    let boxes = Arc::new(Handoffs::new(workers, HANDOFF_RING)?);
+
+    let boxes = Handoffs::new(workers, HANDOFF_RING, opts.handoff)?;
     let pool = Arc::new(ArrayQueue::new(frames as usize));
     let mmu_stats = Arc::new(Mutex::new(vec![None; workers]));
     let fc_stats = Arc::new(Mutex::new(vec![None; workers]));
@@ -414,20 +623,10 @@ pub fn start(
             });
         }
     }
-    let mut pipes = Vec::new();
-    for w in 0..workers {
-        pipes.push(Switch::new(
-            shared.clone(),
-            owner.clone(),
-            w as u16,
-            REALTIME_MAX_LAG_PS,
-        )?);
-    }
-    let headroom = pipes[0].buffer().mmu().map(|m| m.headroom_table());
     // Spread the free chunks evenly over the workers.
     let share = mem.free_count() / workers;
     let mut threads = Vec::new();
-    for (w, (sw, socks)) in pipes.into_iter().zip(per).enumerate() {
+    for (w, ((sw, socks), boxes)) in pipes.into_iter().zip(per).zip(boxes).enumerate() {
         let mut wm = mem.handle();
         wm.give_free(if w + 1 == workers {
             mem.take_free(usize::MAX)
@@ -439,7 +638,7 @@ pub fn start(
             sw,
             socks,
             mem: wm,
-            boxes: boxes.clone(),
+            boxes,
             owner: owner.clone(),
             pool: pool.clone(),
             poll: opts.poll,
@@ -452,6 +651,9 @@ pub fn start(
             umem_free: umem_free.clone(),
             umem_rings: umem_rings.clone(),
             tx_dropped_base: Default::default(),
+            calibrating: nic.calibration.is_some(),
+            calib_stamps: Vec::new(),
+            calib_seen: 0,
         };
         threads.push(
             std::thread::Builder::new()
@@ -526,6 +728,9 @@ impl Worker {
                         self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
                     }
                 } else {
+                    if self.calibrating {
+                        self.calib_stamps.extend_from_slice(stamps);
+                    }
                     for (&(f, len), &t) in rx.iter().zip(stamps) {
                         self.sw.rx_stamp_ns = t;
                         self.sw.receive(&mut self.mem, s.pid, f, len, now, &mut out);
@@ -535,11 +740,11 @@ impl Worker {
                 if got > 0 && !s.tx {
                     // A pause or resume read here changes the shared AFC registers of a port
                     // another worker serves: wake it if it sleeps, so it acts on them now.
-                    self.boxes.boxes[usize::from(self.owner[usize::from(s.pid)])].kick();
+                    self.boxes.kick(usize::from(self.owner[usize::from(s.pid)]));
                 }
             }
             self.hand_off(&mut out);
-            while let Some(h) = self.boxes.recv(self.id) {
+            while let Some(h) = self.boxes.recv() {
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
                 wc.handoffs_in.add(1);
                 work += 1;
@@ -592,6 +797,17 @@ impl Worker {
                 }
                 if !s.port.alive() {
                     dead.push(i);
+                }
+            }
+            // Calibration: the frames read this round are handled and what they triggered is
+            // on a TX ring now (`crate::calibrate`).
+            if !self.calib_stamps.is_empty() {
+                let t = crate::port::sys::monotonic_ns();
+                if let Some(c) = &nic.calibration {
+                    let h = &c.workers[self.id].hist;
+                    for st in self.calib_stamps.drain(..) {
+                        h.record(t.saturating_sub(st));
+                    }
                 }
             }
             for i in dead.into_iter().rev() {
@@ -665,7 +881,69 @@ impl Worker {
         self.nic.workers[self.id].handoffs_out.add(delivered);
     }
 
+    /// `response_ps = "auto"`: once enough frames are timed and none came for a
+    /// housekeeping round (the calibration burst is over), re-sizes this worker's MMU for
+    /// the measured term the first time its buffer is empty.
+    fn calibrate(&mut self) {
+        if !self.calibrating {
+            return;
+        }
+        let nic = self.nic.clone();
+        let Some(c) = &nic.calibration else {
+            self.calibrating = false;
+            return;
+        };
+        let Some(m) = crate::calibrate::measured(&c.workers) else {
+            return;
+        };
+        // Only once the burst is over: no frame timed since the last round.
+        let last = std::mem::replace(&mut self.calib_seen, m.count);
+        if m.count != last {
+            return;
+        }
+        let ps = crate::calibrate::response_ps(&m);
+        match self.sw.retune_response(ps) {
+            Ok(false) => {}
+            Ok(true) => {
+                c.workers[self.id].applied_ps.set(ps);
+                if let Ok(mut g) = c.error.lock() {
+                    *g = None;
+                }
+                self.calibrating = false;
+                self.calib_stamps.clear();
+                if self.id == 0 {
+                    let table = self.sw.buffer().mmu().map(|m| m.headroom_table());
+                    tracing::info!(
+                        switch = %self.sw.shared.spec.name,
+                        "response_ps = \"auto\": {}; response_ps = 2 × p99.9 = {} µs (was {} µs)\n{}",
+                        crate::calibrate::describe(&m),
+                        ps / 1_000_000,
+                        c.start_response_ps / 1_000_000,
+                        table.map(|t| mmu::format_headroom_table(&t)).unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => {
+                let why = format!(
+                    "{}; response_ps = 2 × p99.9 ({} µs) does not fit: {e}; keeping {} µs",
+                    crate::calibrate::describe(&m),
+                    ps / 1_000_000,
+                    c.start_response_ps / 1_000_000
+                );
+                tracing::warn!(switch = %self.sw.shared.spec.name, "{why}; measuring again on the next burst");
+                if let Ok(mut g) = c.error.lock() {
+                    *g = Some(why);
+                }
+                // A measurement a stall dominated: start over on the next burst.
+                c.workers[self.id].hist.reset();
+                self.calib_seen = 0;
+                self.calib_stamps.clear();
+            }
+        }
+    }
+
     fn housekeeping(&mut self) {
+        self.calibrate();
         for s in &mut self.socks {
             if let Some(x) = s.port.ring_stats() {
                 self.nic.ports[usize::from(s.pid)].queues[s.port.queue as usize]
@@ -734,27 +1012,23 @@ impl Worker {
         if wake_at <= now {
             return;
         }
-        let mb = &self.boxes.boxes[self.id];
-        mb.sleeping.store(true, Ordering::Release);
-        if !mb.ring.is_empty() {
-            mb.sleeping.store(false, Ordering::Release);
+        if !self.boxes.sleeping() {
             return;
         }
         // An external controller rings the AFC doorbell while we sleep on it.
         if self.afc.as_ref().is_some_and(|a| !a.arm()) {
-            mb.sleeping.store(false, Ordering::Release);
+            self.boxes.woke();
             return;
         }
         let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
-        fds.push(mb.wake.fd());
+        fds.push(self.boxes.wake_fd());
         fds.extend(self.afc.as_ref().map(|a| a.bell_fd()));
         // Wake a little early: ppoll overshoots by tens of microseconds.
         wait_readable(
             &fds,
             (wake_at - now).saturating_sub(WAKE_EARLY_PS).max(1_000_000),
         );
-        mb.sleeping.store(false, Ordering::Release);
-        mb.wake.clear();
+        self.boxes.woke();
         if let Some(a) = &self.afc {
             a.disarm();
         }
@@ -772,6 +1046,12 @@ mod tests {
     /// `control_lost`, both on the destination port, and both frames are freed.
     #[test]
     fn full_mailbox_counts_data_and_control_on_the_port() {
+        for ring in [HandoffRing::Ringbuf, HandoffRing::Crossbeam] {
+            full_mailbox_counts(ring);
+        }
+    }
+
+    fn full_mailbox_counts(ring: HandoffRing) {
         let t = Topology::parse(
             r#"
 [[switch]]
@@ -782,7 +1062,7 @@ port = [{ name = "p1" }, { name = "p2" }]
         )
         .unwrap();
         let shared = SwitchShared::new(t.switch_spec("s1").unwrap());
-        let boxes = Handoffs::new(2, 1).unwrap();
+        let mut boxes = Handoffs::new(2, 1, ring).unwrap();
         let mut mem = HeapMem::new(4, 256);
         let mut out = Outputs::new();
         for ctrl in [false, false, true] {
@@ -796,7 +1076,7 @@ port = [{ name = "p1" }, { name = "p2" }]
         let mut delivered = 0;
         let ledger = crate::audit::Ledger::new(2);
         assert_eq!(
-            boxes.send_counted(
+            boxes[0].send_counted(
                 &[0, 1],
                 &shared,
                 &ledger,
@@ -810,9 +1090,111 @@ port = [{ name = "p1" }, { name = "p2" }]
         let c = &shared.counters[1];
         assert_eq!(c.drops_of(DropReason::QueueFull), 1);
         assert_eq!(c.drops_of(DropReason::ControlLost), 1);
-        assert_eq!((boxes.pending(1), boxes.pending(0)), (1, 0));
+        assert_eq!((boxes[1].pending(), boxes[0].pending()), (1, 0));
+        assert_eq!(boxes[0].in_ring_to(1), 1);
         assert_eq!(mem.available(), 3, "the two refused frames are freed");
-        assert!(boxes.recv(1).is_some_and(|h| !h.ctrl));
+        assert!(boxes[1].recv().is_some_and(|h| !h.ctrl));
+        assert!(boxes[1].recv().is_none());
+        assert_eq!(boxes[1].pending(), 0);
+    }
+
+    fn one_switch(ports: usize) -> Arc<SwitchShared> {
+        let names: Vec<String> = (1..=ports)
+            .map(|i| format!("{{ name = \"p{i}\" }}"))
+            .collect();
+        let t = Topology::parse(
+            &format!("[[switch]]\nname = \"s1\"\nport = [{}]\n", names.join(", ")),
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        SwitchShared::new(t.switch_spec("s1").unwrap())
+    }
+
+    /// Hands one data packet for `port` from `boxes`; true if the ring took it.
+    fn hand(boxes: &mut Handoffs, owner: &[u16], shared: &SwitchShared, port: u16) -> bool {
+        let mut mem = HeapMem::new(1, 256);
+        let mut out = Outputs::new();
+        let f = mem.alloc().unwrap();
+        out.handoff.push(Handoff {
+            port,
+            pkt: Pkt::new(f, 64, 0, 0),
+            ctrl: false,
+        });
+        let ledger = crate::audit::Ledger::new(owner.len());
+        boxes.send(owner, shared, &ledger, &mut mem, &mut out) == 0
+    }
+
+    /// Whether `fd` turns readable within `ms` milliseconds.
+    fn readable_within(fd: i32, ms: u64) -> bool {
+        let t = Instant::now();
+        wait_readable(&[fd], ms * 1_000_000_000);
+        t.elapsed() < Duration::from_millis(ms)
+    }
+
+    /// A worker that announced its sleep is woken (its eventfd turns readable) by the next
+    /// hand-off for it, and only by that: one for another worker leaves it asleep. A worker
+    /// with a hand-off waiting does not go to sleep at all.
+    #[test]
+    fn a_handoff_wakes_its_sleeping_receiver() {
+        for ring in [HandoffRing::Ringbuf, HandoffRing::Crossbeam] {
+            let shared = one_switch(3);
+            let owner = [0u16, 1, 2];
+            let mut boxes = Handoffs::new(3, 8, ring).unwrap();
+            assert!(boxes[1].sleeping() && boxes[2].sleeping());
+            assert!(
+                !readable_within(boxes[1].wake_fd(), 20),
+                "{ring:?}: woken by nothing"
+            );
+            assert!(hand(&mut boxes[0], &owner, &shared, 2));
+            assert!(
+                readable_within(boxes[2].wake_fd(), 5000),
+                "{ring:?}: not woken"
+            );
+            assert!(
+                !readable_within(boxes[1].wake_fd(), 20),
+                "{ring:?}: the wrong worker woke"
+            );
+            boxes[2].woke();
+            assert!(
+                !readable_within(boxes[2].wake_fd(), 20),
+                "{ring:?}: woke() clears"
+            );
+            // Not asleep: no signal (no system call on the hot path).
+            assert!(hand(&mut boxes[0], &owner, &shared, 2));
+            assert!(
+                !readable_within(boxes[2].wake_fd(), 20),
+                "{ring:?}: woken awake"
+            );
+            // A hand-off is waiting: the worker stays up.
+            assert!(!boxes[2].sleeping(), "{ring:?}: slept over a hand-off");
+            assert!(boxes[2].recv().is_some() && boxes[2].recv().is_some());
+            assert!(boxes[2].sleeping(), "{ring:?}: all taken, may sleep");
+            boxes[2].woke();
+        }
+    }
+
+    /// `Ringbuf` gives each (sender, receiver) pair its own ring, `Crossbeam` each receiver
+    /// one queue for all senders: with one slot, two senders both get through to worker 2 in
+    /// the first, one of them in the second. Worker 2 takes what came, from both rings.
+    #[test]
+    fn ringbuf_rings_are_per_pair_crossbeam_queues_per_receiver() {
+        for (ring, both) in [
+            (HandoffRing::Ringbuf, true),
+            (HandoffRing::Crossbeam, false),
+        ] {
+            let shared = one_switch(3);
+            let owner = [0u16, 1, 2];
+            let mut boxes = Handoffs::new(3, 1, ring).unwrap();
+            assert!(hand(&mut boxes[0], &owner, &shared, 2));
+            assert_eq!(hand(&mut boxes[1], &owner, &shared, 2), both, "{ring:?}");
+            let n = if both { 2 } else { 1 };
+            assert_eq!(boxes[2].pending(), n);
+            assert_eq!(std::iter::from_fn(|| boxes[2].recv()).count(), n);
+            assert_eq!(
+                shared.counters[2].drops_of(DropReason::QueueFull),
+                2 - n as u64
+            );
+        }
     }
 
     /// Queue 0 stays with the port's owner (its TX socket); the others go round the workers,

@@ -155,6 +155,8 @@ pub struct Switch {
     /// Frames may still wait in this pipe's receive rings (a burst came back full): a queue
     /// found empty is then not idle, only not yet refilled (see [`Switch::set_rx_backlog`]).
     pub(crate) rx_backlog: bool,
+    /// The shaper catch-up window asked for at construction, before `lossless_lag` bounds it.
+    base_lag_ps: u64,
 }
 
 /// Default shaper catch-up window for real-time pipes. A worker that was descheduled (2 cores
@@ -206,7 +208,13 @@ impl Switch {
     ) -> Result<Self, SwitchError> {
         let pipes = u64::from(owner.iter().copied().max().unwrap_or(0)) + 1;
         let spec = &shared.spec;
-        let max_lag_ps = lossless_lag(spec.buffer.as_ref(), spec.pfc.as_ref(), max_lag_ps);
+        let base_lag_ps = max_lag_ps;
+        let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes, spec.response_auto)?;
+        let max_lag_ps = lossless_lag(
+            buffer.mmu().map(|m| m.config()),
+            spec.pfc.as_ref(),
+            max_lag_ps,
+        );
         let egress = spec
             .ports
             .iter()
@@ -218,7 +226,6 @@ impl Switch {
                 })
             })
             .collect();
-        let buffer = Buffer::new(spec.buffer.as_ref(), &spec.ports, pipes)?;
         let schemes = Schemes::new(spec, &shared.schemes, me == 0)?;
         let ledger = Arc::new(Ledger::new(spec.ports.len()));
         shared
@@ -249,6 +256,7 @@ impl Switch {
             rx_stamp_ns: 0,
             reactions: Vec::new(),
             rx_backlog: false,
+            base_lag_ps,
             shared,
         })
     }
@@ -257,6 +265,24 @@ impl Switch {
     pub fn single(spec: SwitchSpec, max_lag_ps: u64) -> Result<Self, SwitchError> {
         let n = spec.ports.len();
         Self::new(SwitchShared::new(spec), vec![0; n], 0, max_lag_ps)
+    }
+
+    /// Re-sizes the headroom for a measured response term (`response_ps = "auto"`,
+    /// `crate::calibrate`) once nothing is buffered, and bounds the shaper's catch-up window
+    /// by it as at construction. `Ok(false)`: the buffer is busy; try again later.
+    pub fn retune_response(&mut self, response_ps: u64) -> Result<bool, mmu::MmuError> {
+        if !self.buffer.retune_response(response_ps)? {
+            return Ok(false);
+        }
+        let lag = lossless_lag(
+            self.buffer.mmu().map(|m| m.config()),
+            self.shared.spec.pfc.as_ref(),
+            self.base_lag_ps,
+        );
+        for e in self.egress.iter_mut().flatten() {
+            e.link.set_max_lag(lag);
+        }
+        Ok(true)
     }
 
     pub fn owns(&self, port: usize) -> bool {

@@ -166,9 +166,10 @@ b = "s1:p3"
             150_000,
             "{scheme}: no flow in queue 7"
         );
-        for q in 0..7 {
-            assert!(sw.queue_bytes(2, q) > 0, "{scheme}: queue {q} unused");
-        }
+        // Aquarius keeps the last empty queue back for rsvQ while it has none (hold_rsv).
+        let used = (0..7).filter(|&q| sw.queue_bytes(2, q) > 0).count();
+        let want = if scheme == "bfc" { 7 } else { 6 };
+        assert_eq!(used, want, "{scheme}: data queues used");
         // The data flows do meet the scheme: enough of them marks and pauses.
         for i in 0..200u64 {
             send(&mut sw, 2000 + (i % 14) as u16, 3, 2_000_000 + i * 10_000);

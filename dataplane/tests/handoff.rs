@@ -9,7 +9,7 @@
 use crossbeam_queue::ArrayQueue;
 use dataplane::config::Topology;
 use dataplane::port::xsk::UmemMem;
-use dataplane::runtime::Handoffs;
+use dataplane::runtime::{HandoffRing, Handoffs};
 use dataplane::stats::DropReason;
 use dataplane::switch::{Outputs, Switch, SwitchShared};
 use dataplane::wire::{EtherType, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr};
@@ -48,7 +48,16 @@ const LEN: usize = 1000;
 const BURST: usize = 64;
 
 #[test]
-fn two_workers_count_every_frame_through_handoffs() {
+fn two_workers_count_every_frame_through_ringbuf_handoffs() {
+    two_workers_count_every_frame(HandoffRing::Ringbuf);
+}
+
+#[test]
+fn two_workers_count_every_frame_through_crossbeam_handoffs() {
+    two_workers_count_every_frame(HandoffRing::Crossbeam);
+}
+
+fn two_workers_count_every_frame(ring: HandoffRing) {
     let t = Topology::parse(TOPO, Path::new("t.toml")).unwrap();
     let frame = {
         let mut f = vec![0u8; LEN];
@@ -76,7 +85,10 @@ fn two_workers_count_every_frame_through_handoffs() {
     let mut sw_b = Switch::new(shared.clone(), owner.clone(), 1, 0).unwrap();
     let mut mem_a = UmemMem::anonymous(FRAMES).expect("a UMEM (run as root)");
     let mut mem_b = mem_a.handle();
-    let boxes = Arc::new(Handoffs::new(2, RING).unwrap());
+    // Each pipe holds its own ends of the rings, as each worker does.
+    let mut ends = Handoffs::new(2, RING, ring).unwrap();
+    let mut b_end = ends.pop().unwrap();
+    let mut a_end = ends.pop().unwrap();
     // Frames B is done with travel back to A, as the runtime's pool does.
     let pool = Arc::new(ArrayQueue::new(FRAMES as usize));
     let done = Arc::new(AtomicBool::new(false));
@@ -85,8 +97,7 @@ fn two_workers_count_every_frame_through_handoffs() {
     let held = Arc::new(AtomicBool::new(false));
 
     let b = {
-        let (boxes, pool, done, shared) =
-            (boxes.clone(), pool.clone(), done.clone(), shared.clone());
+        let (pool, done, shared) = (pool.clone(), done.clone(), shared.clone());
         let (hold, held) = (hold.clone(), held.clone());
         std::thread::spawn(move || {
             let mut out = Outputs::new();
@@ -101,7 +112,7 @@ fn two_workers_count_every_frame_through_handoffs() {
                     held.store(false, Ordering::Release);
                 }
                 let finished = done.load(Ordering::Acquire);
-                while let Some(h) = boxes.recv(1) {
+                while let Some(h) = b_end.recv() {
                     sw_b.accept_handoff(&mut mem_b, h, now, &mut out);
                 }
                 sw_b.service(&mut mem_b, 1, now, &mut out);
@@ -151,16 +162,16 @@ fn two_workers_count_every_frame_through_handoffs() {
                     std::hint::spin_loop();
                 }
             } else if phase >= 3 {
-                while boxes.pending(1) > RING - BURST {
+                while a_end.in_ring_to(1) > RING - BURST {
                     std::hint::spin_loop();
                 }
             }
-            ring_full += boxes.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
+            ring_full += a_end.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
             hold.store(false, Ordering::Release);
             bursts += 1;
         }
     }
-    ring_full += boxes.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
+    ring_full += a_end.send(&owner, &shared, sw_a.ledger(), &mut mem_a, &mut out);
     done.store(true, Ordering::Release);
     let (sent, mem_b) = b.join().unwrap();
 

@@ -61,11 +61,14 @@ fn incast(n: usize, mode: HeadroomMode, pfc: bool) -> Topology {
     }
     let mut t = Topology::parse(&s, Path::new("incast.toml")).unwrap();
     for sw in &mut t.switches {
-        sw.buffer = Some(MmuConfig {
-            headroom_mode: mode,
-            response_ps: 0,
-            ..MmuConfig::default()
-        });
+        sw.buffer = Some(
+            MmuConfig {
+                headroom_mode: mode,
+                response_ps: 0,
+                ..MmuConfig::default()
+            }
+            .into(),
+        );
     }
     t
 }

@@ -497,6 +497,38 @@ impl Mmu {
         self.ports.get(port).is_some_and(|p| p.paused)
     }
 
+    /// Whether nothing is buffered: no cell in any pool, no ingress queue paused.
+    pub fn is_empty(&self) -> bool {
+        let o = &self.occ;
+        o.private + o.shared + o.headroom + o.insurance + o.lossy == 0
+            && !self.pgs.iter().any(|g| g.paused)
+            && !self.ports.iter().any(|p| p.paused)
+    }
+
+    /// Re-sizes the headroom for a new software response term `response_ps` (a switch that
+    /// measured its own reaction time, `response_ps = "auto"`). Only an empty MMU is re-sized,
+    /// so no buffered packet is charged to a pool that changed under it: returns `Ok(false)`
+    /// and changes nothing otherwise. Counters, peaks and pause times carry over; an
+    /// error (the new headroom does not fit) leaves the MMU as it was.
+    pub fn retune_response(&mut self, response_ps: u64) -> Result<bool, MmuError> {
+        if !self.is_empty() {
+            return Ok(false);
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.response_ps = response_ps;
+        let params: Vec<PortParams> = self.ports.iter().map(|p| p.params).collect();
+        let new = Mmu::new(&cfg, &params)?;
+        for (old, p) in self.ports.iter_mut().zip(new.ports) {
+            old.eta_cells = p.eta_cells;
+            old.hdrm_cap = p.hdrm_cap;
+            old.response_bytes = p.response_bytes;
+        }
+        self.shared_cap = new.shared_cap;
+        self.headroom_reserved = new.headroom_reserved;
+        self.cfg = cfg;
+        Ok(true)
+    }
+
     /// Per-port headroom sizing, for the start-up banner (see
     /// [`crate::headroom::format_headroom_table`]).
     pub fn headroom_table(&self) -> Vec<HeadroomRow> {

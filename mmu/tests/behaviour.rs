@@ -85,6 +85,53 @@ fn response_term_in_headroom_table() {
     assert_eq!(r.eta_cells, (56_840u32 + 125_000).div_ceil(256));
 }
 
+/// A measured response term re-sizes the headroom of an empty MMU (`response_ps = "auto"`):
+/// SIH's static headroom shrinks by 7 PGs × the response bytes per port and the shared
+/// pool grows by as much; a busy MMU is left alone, and a term that does not fit is refused
+/// with the MMU unchanged.
+#[test]
+fn retune_response_resizes_an_empty_mmu_only() {
+    let cfg = MmuConfig {
+        response_ps: 1_000_000,
+        ..MmuConfig::dsh_microbenchmark(HeadroomMode::Sih)
+    };
+    let mut m = Mmu::new(&cfg, &tomahawk_ports()).expect("mmu");
+    let before = m.stats();
+    let small = Mmu::new(
+        &MmuConfig {
+            response_ps: 0,
+            ..cfg.clone()
+        },
+        &tomahawk_ports(),
+    )
+    .expect("mmu");
+    // Busy: one packet buffered.
+    let (t, _) = admitted(m.admit(&pkt(0, 3, 1, 1500), 0));
+    assert_eq!(m.retune_response(0), Ok(false));
+    assert_eq!(m.stats().shared_cells, before.shared_cells);
+    m.release(&pkt(0, 3, 1, 1500), t, 1);
+    assert!(m.is_empty());
+    assert_eq!(m.retune_response(0), Ok(true));
+    let after = m.stats();
+    assert_eq!(
+        after.headroom_reserved_cells,
+        small.stats().headroom_reserved_cells
+    );
+    assert_eq!(after.shared_cells, small.stats().shared_cells);
+    assert!(after.shared_cells > before.shared_cells);
+    assert_eq!(m.headroom_table(), small.headroom_table());
+    assert_eq!(m.config().response_ps, 0);
+    // The packet admitted before is still counted.
+    assert_eq!(m.stats().counters.admitted_packets, 1);
+    // 1 s of response at 100 Gbit/s does not fit: refused, nothing changed.
+    let err = m.retune_response(1_000_000_000_000).expect_err("too big");
+    assert!(
+        err.to_string().contains("headroom exceeds the buffer"),
+        "{err}"
+    );
+    assert_eq!(m.headroom_table(), small.headroom_table());
+}
+
 #[test]
 fn validate_names_key_and_reason() {
     let cfg = MmuConfig {

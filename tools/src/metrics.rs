@@ -719,6 +719,7 @@ mod tests {
                         .collect(),
                 }],
                 reaction: None,
+                calibration: None,
                 workers: vec![WorkerSnapshot {
                     worker: 1,
                     rx_pkts: 11,

@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// PFC threshold to its XOFF on the TX ring (costs a tail adjustment per frame).
     #[arg(long)]
     reaction: bool,
+    /// Queues between workers: ringbuf (SPSC per worker pair) or crossbeam (MPMC per
+    /// worker), for the A/B of `xoff bench line-rate --peers xoff-2w-ringbuf,xoff-2w-crossbeam`.
+    #[arg(long, default_value = "ringbuf", hide = true)]
+    handoff: runtime::HandoffRing,
 }
 
 /// Lanes (concurrent controller processes) of the AFC ring.
@@ -120,6 +124,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         umem_frames: None,
         afc: afc.clone(),
         reaction: a.reaction,
+        handoff: a.handoff,
     };
     let ports: Vec<(String, u64, u64)> = spec
         .ports

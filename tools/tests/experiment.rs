@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{repo, serial, xoff};
+use common::{repo, serial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A copy of experiment `file` in a temporary directory with `duration` (and the other
 /// `key = value` lines in `set`, e.g. `scheme = [...]`) replaced; paths made absolute.
@@ -44,22 +43,7 @@ fn run(file: &str, tag: &str) -> (Value, PathBuf) {
 
 fn run_path(file: &Path, tag: &str) -> (Value, PathBuf) {
     let out = std::env::temp_dir().join(common::unique(tag));
-    let o = Command::new(xoff())
-        .args(["experiment", "run"])
-        .arg(file)
-        .arg("--out")
-        .arg(&out)
-        .arg("--json")
-        .output()
-        .expect("run xoff experiment");
-    assert!(
-        o.status.success(),
-        "experiment failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!("JSON: {e}: {}", String::from_utf8_lossy(&o.stdout));
-    });
+    let v = common::run_experiment(file, &out);
     for stem in [
         "fct_slowdown",
         "fct_cdf",

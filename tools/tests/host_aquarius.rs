@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{n, read_output, repo, serial, start_hosts, unique, unix_ns, Bed};
+use common::{n, rate_bps, read_output, repo, rx_of, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,21 +19,6 @@ const HOSTS: [&str; 4] = ["h1", "h2", "h3", "h4"];
 
 fn aquarius(s: &dataplane::stats::SwitchSnapshot) -> Value {
     common::scheme_stats(s, "aquarius")
-}
-
-/// The receiver's record of flow `id` in host output `v`.
-fn rx_of(v: &Value, id: u64) -> Value {
-    v["rx"]
-        .as_array()
-        .and_then(|r| r.iter().find(|x| n(&x["id"]) == id))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// Delivered rate of a receiver record (bit/s), first to last packet.
-fn rate_bps(r: &Value) -> f64 {
-    let ps = n(&r["last_ps"]).saturating_sub(n(&r["first_ps"])).max(1);
-    n(&r["rx_bytes"]) as f64 * 8.0 / (ps as f64 / 1e12)
 }
 
 struct Cell {

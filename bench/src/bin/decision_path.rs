@@ -5,12 +5,10 @@
 //!
 //! `decision_path static|bfc PACKETS`
 
-use bench::decision::{frame, step, TOPO};
+use bench::decision::{step, TOPO};
 use dataplane::frame::HeapMem;
 use dataplane::switch::Outputs;
-use dataplane::{Switch, Topology};
-use std::net::Ipv4Addr;
-use std::path::Path;
+use dataplane::Switch;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -23,13 +21,7 @@ fn main() -> anyhow::Result<()> {
         "bfc" => TOPO.replace("name = \"s1\"\n", "name = \"s1\"\nscheme = \"bfc\"\n"),
         s => anyhow::bail!("unknown scheme `{s}`: static or bfc"),
     };
-    let topo = Topology::parse(&text, Path::new("decision_path.toml"))?;
-    let spec = topo.switch_spec("s1")?;
-    let h1 = topo.host_mac(&topo.hosts[0]);
-    let dip = Ipv4Addr::new(10, 1, 0, 3);
-    let frames: Vec<Vec<u8>> = (0..64)
-        .map(|i| frame(h1, spec.ports[0].mac, dip, 1000 + i, 64))
-        .collect();
+    let (spec, frames) = bench::decision::spec_and_frames(&text, "decision_path.toml")?;
     let mut sw = Switch::single(spec, 0)?;
     let mut mem = HeapMem::new(1024, 1792);
     let mut out = Outputs::new();

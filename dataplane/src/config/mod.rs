@@ -178,6 +178,69 @@ pub struct MacEntry {
     pub port: String,
 }
 
+/// A switch's `buffer` table: the MMU's settings, where `response_ps` may also be `"auto"`:
+/// the software response term is then measured by the running switch (issue 20 item 5,
+/// `crate::calibrate`) instead of assumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BufferConfig {
+    pub mmu: mmu::MmuConfig,
+    /// `response_ps = "auto"`. `mmu.response_ps` then holds [`AUTO_START_RESPONSE_PS`], the
+    /// allowance the switch starts with until it has measured itself.
+    pub response_auto: bool,
+}
+
+/// The response term an `"auto"` switch reserves for until calibrated: the stock 10 ms
+/// allowance of the shipped real-frame topologies (halved at start until the headroom fits
+/// the buffer; `crate::buffer::Buffer::new`).
+pub const AUTO_START_RESPONSE_PS: u64 = 10_000_000_000;
+
+/// A fixed response term (what code that builds topologies sets).
+impl From<mmu::MmuConfig> for BufferConfig {
+    fn from(mmu: mmu::MmuConfig) -> Self {
+        BufferConfig {
+            mmu,
+            response_auto: false,
+        }
+    }
+}
+
+impl std::ops::Deref for BufferConfig {
+    type Target = mmu::MmuConfig;
+    fn deref(&self) -> &mmu::MmuConfig {
+        &self.mmu
+    }
+}
+
+impl std::ops::DerefMut for BufferConfig {
+    fn deref_mut(&mut self) -> &mut mmu::MmuConfig {
+        &mut self.mmu
+    }
+}
+
+impl<'de> Deserialize<'de> for BufferConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut t = toml::Table::deserialize(d)?;
+        let response_auto = match t.get("response_ps") {
+            Some(toml::Value::String(s)) if s == "auto" => true,
+            Some(toml::Value::String(s)) => {
+                return Err(D::Error::custom(format!(
+                    "response_ps: expected picoseconds (an integer) or \"auto\", got \"{s}\""
+                )))
+            }
+            _ => false,
+        };
+        if response_auto {
+            t.insert(
+                "response_ps".into(),
+                toml::Value::Integer(AUTO_START_RESPONSE_PS as i64),
+            );
+        }
+        let mmu = mmu::MmuConfig::deserialize(toml::Value::Table(t)).map_err(D::Error::custom)?;
+        Ok(BufferConfig { mmu, response_auto })
+    }
+}
+
 /// One switch.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,7 +261,7 @@ pub struct SwitchConfig {
     #[serde(default, rename = "mac")]
     pub macs: Vec<MacEntry>,
     /// Shared-buffer MMU; without it each queue tail-drops at `queue_limit`.
-    pub buffer: Option<mmu::MmuConfig>,
+    pub buffer: Option<BufferConfig>,
     /// IEEE 802.1Qbb PFC: send on MMU XOFF/XON, honour received frames.
     pub pfc: Option<flowctl::PfcConfig>,
     /// PFC watchdog (SONiC pfcwd semantics).
@@ -670,6 +733,39 @@ b = "s1:p2"
         assert_eq!(e.file, "test.toml");
         assert_eq!(e.key, "speed");
         assert!(e.reason.contains("unknown field"), "{e}");
+    }
+
+    /// `response_ps` is picoseconds or `"auto"` (issue 20 item 5); anything else names the
+    /// file, the key and why, and an unknown buffer key is still refused.
+    #[test]
+    fn response_ps_auto_resolves_and_bad_values_are_named() {
+        let with = |v: &str| {
+            GOOD.replace(
+                "[[switch.port]]\nname = \"p1\"",
+                &format!("buffer = {{ lossless_pgs = [3], {v} }}\n[[switch.port]]\nname = \"p1\""),
+            )
+        };
+        let s = load(&with("response_ps = \"auto\""))
+            .unwrap()
+            .switch_spec("s1")
+            .unwrap();
+        assert!(s.response_auto);
+        assert_eq!(s.buffer.unwrap().response_ps, AUTO_START_RESPONSE_PS);
+        let s = load(&with("response_ps = 5000"))
+            .unwrap()
+            .switch_spec("s1")
+            .unwrap();
+        assert!(!s.response_auto);
+        assert_eq!(s.buffer.unwrap().response_ps, 5000);
+        let e = load(&with("response_ps = \"soon\"")).unwrap_err();
+        assert_eq!(e.file, "test.toml");
+        assert!(e.key.contains("buffer"), "{e}");
+        assert!(
+            e.reason.contains("response_ps") && e.reason.contains("\"auto\""),
+            "{e}"
+        );
+        let e = load(&with("respons_ps = 1")).unwrap_err();
+        assert!(e.reason.contains("unknown field `respons_ps`"), "{e}");
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct SwitchSpec {
     /// (MAC, port index)
     pub macs: Vec<(MacAddr, usize)>,
     pub buffer: Option<mmu::MmuConfig>,
+    /// `response_ps = "auto"`: the running switch measures its reaction time and re-sizes the
+    /// headroom from it once (`crate::calibrate`); `buffer.response_ps` is the start value.
+    pub response_auto: bool,
     pub pfc: Option<flowctl::PfcConfig>,
     pub watchdog: Option<flowctl::WatchdogConfig>,
     /// BFC (`scheme = "bfc"` and variants).

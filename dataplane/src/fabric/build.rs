@@ -127,7 +127,16 @@ impl<'a> Builder<'a> {
         let mut nodes = Vec::with_capacity(self.r.switches.len());
         for s in &self.r.switches {
             let n = s.spec.ports.len();
-            let shared = SwitchShared::new(s.spec.clone());
+            let mut spec = s.spec.clone();
+            if spec.response_auto {
+                // `response_ps = "auto"` measures the software's reaction; a virtual switch
+                // reacts in the event that crosses the threshold, so there is none to add.
+                if let Some(b) = spec.buffer.as_mut() {
+                    b.response_ps = 0;
+                }
+                spec.response_auto = false;
+            }
+            let shared = SwitchShared::new(spec);
             let egress = Switch::new(shared, vec![0; n], 0, 0).map_err(|e| FabricError::Mmu {
                 switch: s.spec.name.clone(),
                 err: e,

@@ -6,6 +6,13 @@
 //!   ([`crate::bfc::FlowTable`], indexed by ⟨egress port, hash(FID)⟩) with entries
 //!   {mappedQ, size, pauseNum}: a flow with no packet in the switch (size 0) takes an empty
 //!   queue, else the least occupied one; a flow with packets keeps its queue. No sticky time.
+//!   While the port has no `rsvQ`, the mapping holds back the last queue one could be taken
+//!   from (empty, holding no flow, unpaused): a new flow then joins the least occupied queue
+//!   instead. The paper takes `rsvQ` "from empty queues when it is needed" (§3.3) and does
+//!   not say what happens when none is empty; pausing the shared queue then (all that is
+//!   left) stops its victims, which §3.3 exists to spare: in the §4 Web Server run (300 µs,
+//!   seed 1) 731 PAUSEs found no empty queue and paused shared queues, and short flows to the
+//!   other hosts of the incast receiver's rack took 56 µs on average against BFC-32's 12.
 //!   The reserved queue `rsvQ` of the port (below) is never mapped to, nor are the queues the
 //!   caller reserves ([`Aquarius::reserve`]: the port's strict-priority queues, an ACK class
 //!   as the HPCC ns-3 simulator Aquarius was evaluated on keeps ACKs in a never-paused queue
@@ -64,6 +71,9 @@ pub struct AquariusConfig {
     pub hrtt_ps: Option<u64>,
     /// EWMA gain α of `T_avg` (the paper gives none; 1/8 as TCP's SRTT).
     pub alpha: f64,
+    /// While no `rsvQ` is allocated, keep the last queue it could be taken from out of
+    /// dynamic mapping (see the module doc); false: Alg. 1 line 4 as printed.
+    pub hold_rsv: bool,
 }
 
 impl Default for AquariusConfig {
@@ -72,6 +82,7 @@ impl Default for AquariusConfig {
             table_factor: 100,
             hrtt_ps: None,
             alpha: 0.125,
+            hold_rsv: true,
         }
     }
 }
@@ -378,21 +389,38 @@ impl Aquarius {
         // Never mapped to: rsvQ, and queues outside a forced placement.
         let off = rsv | !p.map;
         let (bytes, qt) = (&p.bytes, &p.qt);
+        let hold_rsv = self.cfg.hold_rsv;
         let placed = self.table.place(egress, fid, now, |pick| {
             // A flow held by pausing its own queue goes back there (§3.3: it is paused).
             if let Some(h) = qt.paused_home(fid) {
                 return usize::from(h);
             }
-            pick.empty(nonempty | off, paused).unwrap_or_else(|| {
-                pick.least_occupied(|q| {
-                    if off & (1 << q) != 0 {
-                        u64::MAX
-                    } else {
-                        // Unpaused queues first (a new flow should not inherit a pause).
-                        bytes[q] | (u64::from(paused & (1 << q) != 0) << 62)
-                    }
+            // With no rsvQ allocated, the last queue a rsvQ could be taken from (empty, no
+            // flow, unpaused, any but the reserved: as `on_signal` takes it) is held back for
+            // it (see the module doc).
+            let mut hold = 0u128;
+            if hold_rsv && rsv == 0 {
+                let spare = (0..bytes.len())
+                    .filter(|&q| bytes[q] == 0 && qt.flows(q) == 0)
+                    .fold(0u128, |m, q| m | 1 << q)
+                    & pick.allowed()
+                    & !nonempty
+                    & !paused;
+                if spare.count_ones() == 1 {
+                    hold = spare;
+                }
+            }
+            pick.empty(nonempty | off | hold, paused)
+                .unwrap_or_else(|| {
+                    pick.least_occupied(|q| {
+                        if (off | hold) & (1 << q) != 0 {
+                            u64::MAX
+                        } else {
+                            // Unpaused queues first (a new flow should not inherit a pause).
+                            bytes[q] | (u64::from(paused & (1 << q) != 0) << 62)
+                        }
+                    })
                 })
-            })
         });
         if placed.fresh {
             p.qt.flow_in(usize::from(placed.queue));

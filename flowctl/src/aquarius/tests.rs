@@ -16,8 +16,45 @@ fn port(queues: usize) -> BfcPort {
     }
 }
 
+/// Alg. 1 line 4 as printed (every empty queue may be mapped to; see `hold_rsv`).
 fn aq(queues: usize, ports: usize) -> Aquarius {
-    Aquarius::new(AquariusConfig::default(), &vec![port(queues); ports]).unwrap()
+    let cfg = AquariusConfig {
+        hold_rsv: false,
+        ..AquariusConfig::default()
+    };
+    Aquarius::new(cfg, &vec![port(queues); ports]).unwrap()
+}
+
+#[test]
+fn the_last_empty_queue_is_held_back_for_rsvq() {
+    let mut a = Aquarius::new(AquariusConfig::default(), &[port(3)]).unwrap();
+    let mut c = Vec::new();
+    let x = a.assign(0, 10, 0, 0, 0, &mut c);
+    a.on_enqueue(9, 0, 0, usize::from(x.queue), x.slot, 10, 1500, 0, 1, 0);
+    let y = a.assign(0, 11, 1 << x.queue, 0, 1, &mut c);
+    assert_ne!(y.queue, x.queue, "two empty queues: one for the new flow");
+    a.on_enqueue(9, 0, 0, usize::from(y.queue), y.slot, 11, 1500, 0, 2, 1);
+    let spare = 0b111 & !(1 << x.queue) & !(1 << y.queue);
+    let ne = (1 << x.queue) | (1 << y.queue);
+    // One empty queue left: a new flow joins the least occupied one instead.
+    let z = a.assign(0, 12, ne, 0, 2, &mut c);
+    assert_ne!(1 << z.queue, spare);
+    a.on_enqueue(9, 0, 0, usize::from(z.queue), z.slot, 12, 1500, 1500, 2, 2);
+    // So a PAUSE for a flow sharing its queue finds it for rsvQ.
+    let mut cmds = Vec::new();
+    let sig = Signal::FlowPause {
+        queue: z.queue,
+        fid: 12,
+    };
+    assert!(a.on_signal(0, &sig, 0, &mut cmds));
+    assert_eq!(a.queue_table(0).rsv().map(|q| 1 << q), Some(spare));
+    assert_eq!(a.queue_table(0).stats.no_rsv, 0);
+    // Printed Alg. 1 line 4: the third flow takes the last empty queue; the PAUSE finds none.
+    let mut b = aq(3, 1);
+    let x = b.assign(0, 10, 0, 0, 0, &mut c);
+    let y = b.assign(0, 11, 1 << x.queue, 0, 1, &mut c);
+    let z = b.assign(0, 12, (1 << x.queue) | (1 << y.queue), 0, 2, &mut c);
+    assert_eq!(1 << z.queue, 0b111 & !(1 << x.queue) & !(1 << y.queue));
 }
 
 /// [`Aquarius::on_dequeue`] where at most one RESUME may leave: that RESUME.

@@ -38,9 +38,14 @@ impl Key {
         self.roots().iter().any(|&(_, r)| r == root)
     }
 
-    /// Every root of `self` is in `other`, which has more.
-    pub fn is_proper_subset_of(&self, other: &Key) -> bool {
-        self.n < other.n && self.roots().iter().all(|&(_, r)| other.contains(r))
+    /// One path can cross the roots of both keys: where both name a root at the same hop
+    /// distance it is the same root (a path takes one egress port per hop). The flows now
+    /// keyed `other` may have used an IQ keyed `self` before roots came, merged or went.
+    #[inline]
+    pub fn consistent_with(&self, other: &Key) -> bool {
+        self.roots()
+            .iter()
+            .all(|&(h, r)| other.roots().iter().all(|&(h2, r2)| h2 != h || r2 == r))
     }
 
     /// Adds a root farther than those held; when full the nearest is dropped (App. C.2 keeps
@@ -67,22 +72,23 @@ impl Key {
 }
 
 /// Matches an onward path (`path[k]`: the egress port `k` hops on) against the root table:
-/// the active roots it crosses, and the first merged root it crosses (if any).
+/// the active roots it crosses, and, if it crosses a merged root, the key of every root it
+/// crosses, merged ones included (the key its flows had before the merge).
 #[inline]
-pub fn classify(roots: &RootTable, path: &[RootId]) -> (Key, Option<RootId>) {
+pub fn classify(roots: &RootTable, path: &[RootId]) -> (Key, Option<Key>) {
     let mut key = Key::default();
-    let mut merged = None;
+    let mut all = Key::default();
+    let mut merged = false;
     for (k, &r) in path.iter().enumerate().take(MAX_HOPS + 1).skip(1) {
         if let Some(e) = roots.get(k as u8, r) {
+            all.push_far(k as u8, r);
             match e.state {
                 RootState::Active => key.push_far(k as u8, r),
-                RootState::Merged => {
-                    merged.get_or_insert(r);
-                }
+                RootState::Merged => merged = true,
             }
         }
     }
-    (key, merged)
+    (key, merged.then_some(all))
 }
 
 /// The nearest active root a path crosses farther than `after` hops (two-level HIQ, §4.3: "it
@@ -124,17 +130,23 @@ pub struct Slot {
     /// The roots it serves: one key, more once roots are hashed onto it (§4.5).
     pub keys: Vec<Key>,
     pub soft: bool,
-    /// Order marks it waits for: (queue, that queue's enqueue count at the mark).
-    holds: Vec<(u8, u64)>,
+    /// Order marks it waits for: (queue, that queue's enqueue count at the mark, this IQ's
+    /// enqueue count when the mark was placed). A hold stops the IQ only once the IQ's own
+    /// packets from before the mark have left: those belong to flows that did not move, and
+    /// letting them go means two IQs holding behind each other's marks cannot deadlock.
+    holds: Vec<(u8, u64, u64)>,
+    /// [`RootTable::moves`] when its order marks were last placed.
+    moves: u64,
     /// Bytes queued, as last reported.
     pub bytes: u64,
     afc_paused: bool,
 }
 
 impl Slot {
-    fn paused(&self, port: u16, roots: &RootTable) -> bool {
+    /// Paused by a root it serves, or held by an order mark (`deq`: its dequeue count).
+    fn paused(&self, port: u16, roots: &RootTable, deq: u64) -> bool {
         let bit = 1u128 << port;
-        !self.holds.is_empty()
+        self.holds.iter().any(|&(_, _, from)| deq >= from)
             || self.keys.iter().any(|k| {
                 k.roots()
                     .iter()
@@ -153,8 +165,8 @@ impl Slot {
 pub enum Assigned {
     /// A free IQ, held behind `marks` order marks.
     New { queue: u8, marks: u64 },
-    /// No free IQ: the key was hashed onto this one in use.
-    Hashed(u8),
+    /// No free IQ: the key was hashed onto this one in use, held behind `marks` order marks.
+    Hashed { queue: u8, marks: u64 },
     /// The port has no IQs at all.
     None,
 }
@@ -208,6 +220,14 @@ impl PortIqs {
     pub fn slot_mut(&mut self, queue: u8) -> Option<&mut Slot> {
         let i = *self.slot_of.get(usize::from(queue))?;
         self.slots.get_mut(usize::from(i))
+    }
+
+    fn deq_of(&self, queue: u8) -> u64 {
+        self.deq.get(usize::from(queue)).copied().unwrap_or(0)
+    }
+
+    fn slot_paused(&self, s: &Slot, port: u16, roots: &RootTable) -> bool {
+        s.paused(port, roots, self.deq_of(s.queue))
     }
 
     /// The IQ serving `key`.
@@ -272,39 +292,81 @@ impl PortIqs {
             }
             let i = (key.hash() % self.slots.len() as u64) as usize;
             self.slots[i].keys.push(key);
-            return Assigned::Hashed(self.slots[i].queue);
+            let q = self.slots[i].queue;
+            let marks = if marks {
+                self.place_marks(q, oq, roots.moves())
+            } else {
+                0
+            };
+            return Assigned::Hashed { queue: q, marks };
         };
-        let mut holds = Vec::new();
-        let mut mark = |q: u8, enq: &[u64], deq: &[u64]| {
-            let i = usize::from(q);
-            if marks && enq.get(i) > deq.get(i) {
-                holds.push((q, enq[i]));
-            }
-        };
-        mark(oq, &self.enq, &self.deq);
-        for s in &self.slots {
-            if s.soft || s.keys.iter().any(|k| k.is_proper_subset_of(&key)) {
-                mark(s.queue, &self.enq, &self.deq);
-            }
-        }
-        let marks = holds.len() as u64;
-        self.holds += holds.len();
         self.slot_of[usize::from(queue)] = self.slots.len() as u8;
         self.slots.push(Slot {
             queue,
             keys: vec![key],
             soft: false,
-            holds,
+            holds: Vec::new(),
+            moves: roots.moves(),
             bytes: 0,
             afc_paused: false,
         });
+        let marks = if marks {
+            self.place_marks(queue, oq, roots.moves())
+        } else {
+            0
+        };
         Assigned::New { queue, marks }
+    }
+
+    /// Order marks for the flows joining IQ `queue` (App. C): one behind the packets in
+    /// every other queue those flows may have used so far, i.e. the OQ `oq` and the IQs
+    /// whose roots one path can cross together with those of a key `queue` serves (a flow's
+    /// key grows when a root comes, shrinks when one merges, and keeps only the farthest
+    /// [`MAX_LEVELS`]; an IQ serves several keys once they are hashed onto it). `queue` waits
+    /// for them all, after its own packets already queued. Returns the marks placed.
+    pub fn place_marks(&mut self, queue: u8, oq: u8, moves: u64) -> u64 {
+        let Some(dst) = self.slot(queue) else {
+            return 0;
+        };
+        let mut holds = Vec::new();
+        let mark = |q: u8, holds: &mut Vec<(u8, u64)>| {
+            let i = usize::from(q);
+            if q != queue && self.enq.get(i) > self.deq.get(i) {
+                holds.push((q, self.enq[i]));
+            }
+        };
+        mark(oq, &mut holds);
+        for s in &self.slots {
+            if s.keys
+                .iter()
+                .any(|k| dst.keys.iter().any(|d| k.consistent_with(d)))
+            {
+                mark(s.queue, &mut holds);
+            }
+        }
+        let from = self.enq.get(usize::from(queue)).copied().unwrap_or(0);
+        let n = holds.len();
+        self.holds += n;
+        if let Some(s) = self.slot_mut(queue) {
+            s.moves = moves;
+            s.holds
+                .extend(holds.into_iter().map(|(q, seq)| (q, seq, from)));
+        }
+        n as u64
+    }
+
+    /// Whether the flows of IQ `queue` may have come from other queues since its marks were
+    /// last placed (a root merged or came back since: [`RootTable::moves`]).
+    #[inline]
+    pub fn needs_marks(&self, queue: u8, moves: u64) -> bool {
+        self.slot(queue).is_some_and(|s| s.moves < moves)
     }
 
     /// The pause `queue` should have, if it differs from what the AFC was last told.
     pub fn sync(&mut self, queue: u8, port: u16, roots: &RootTable) -> Option<bool> {
+        let deq = self.deq_of(queue);
         let s = self.slot_mut(queue)?;
-        let want = s.paused(port, roots);
+        let want = s.paused(port, roots, deq);
         (want != s.afc_paused).then(|| {
             s.afc_paused = want;
             want
@@ -314,14 +376,15 @@ impl PortIqs {
     /// Whether `queue` is an IQ in use that is neither paused nor held: its packets may go
     /// on (the HIQ scheduler moves them to the next level).
     pub fn ready(&self, queue: u8, port: u16, roots: &RootTable) -> bool {
-        self.slot(queue).is_some_and(|s| !s.paused(port, roots))
+        self.slot(queue)
+            .is_some_and(|s| !self.slot_paused(s, port, roots))
     }
 
     /// Fig. 6 state of `queue`.
     pub fn state(&self, queue: u8, port: u16, roots: &RootTable) -> IqState {
         match self.slot(queue) {
             None => IqState::Unassigned,
-            Some(s) if s.paused(port, roots) => IqState::Paused,
+            Some(s) if self.slot_paused(s, port, roots) => IqState::Paused,
             Some(s) if s.soft => IqState::SoftMerging,
             Some(_) => IqState::Resumed,
         }
@@ -343,7 +406,9 @@ impl PortIqs {
         }
     }
 
-    /// Counts a departure from `queue`; returns the IQs whose last order mark just left.
+    /// Counts a departure from `queue`; returns the IQs whose pause may have changed: those
+    /// an order mark just left, and `queue` itself if a hold now applies to it (its packets
+    /// from before the hold have gone).
     #[inline]
     pub fn count_deq(&mut self, queue: u8) -> Vec<u8> {
         let q = usize::from(queue);
@@ -355,17 +420,18 @@ impl PortIqs {
             return Vec::new();
         }
         let done = *c;
-        let mut released = Vec::new();
+        let mut changed = Vec::new();
         for s in &mut self.slots {
             let before = s.holds.len();
-            s.holds.retain(|&(hq, seq)| !(hq == queue && done >= seq));
+            s.holds
+                .retain(|&(hq, seq, _)| !(hq == queue && done >= seq));
             let gone = before - s.holds.len();
             self.holds -= gone;
-            if gone > 0 && s.holds.is_empty() {
-                released.push(s.queue);
+            if gone > 0 || (s.queue == queue && s.holds.iter().any(|h| h.2 == done)) {
+                changed.push(s.queue);
             }
         }
-        released
+        changed
     }
 
     /// Unassigns `queue` if it is empty and neither paused nor held (Fig. 6: only a resumed
@@ -379,7 +445,7 @@ impl PortIqs {
         let q = usize::from(queue);
         let i = usize::from(*self.slot_of.get(q)?);
         let s = self.slots.get(i)?;
-        if self.enq[q] != self.deq[q] || s.paused(port, roots) {
+        if self.enq[q] != self.deq[q] || self.slot_paused(s, port, roots) {
             return None;
         }
         let s = self.slots.swap_remove(i);

@@ -21,11 +21,15 @@
 //!   soft-merging on MERGE, and are unassigned when empty and not paused. When a port's IQs run
 //!   out the roots are hashed onto the IQs in use (§4.5, losing precise isolation). IQs are
 //!   single-tier (App. C): the key is the set of roots crossed (at most [`MAX_LEVELS`], the
-//!   farthest ones as App. C.2 keeps), and when a flow moves to a new IQ an order mark is put
-//!   behind its packets in the queues it may have used (the OQ, IQs of fewer roots,
-//!   soft-merging IQs); the new IQ stays paused until every mark has left, so delivery stays in
-//!   order. A software queue can count instead of carrying a marker packet: a mark is the old
-//!   queue's enqueue count, and it has left once the queue's dequeue count reaches it.
+//!   farthest ones as App. C.2 keeps), and when flows may move to an IQ (it is newly assigned,
+//!   a key is hashed onto it, or a root merged or came back since it last looked:
+//!   [`roots::RootTable::moves`]) an order mark is put behind the packets in every queue they
+//!   may have used (the OQ, and the IQs whose roots one path can cross together with the
+//!   IQ's); the IQ is held once its own earlier packets have left, until every mark has left,
+//!   so delivery stays in order and two IQs never wait on each other. Flows of a merged root
+//!   alone keep to the IQ they used before the merge until it drains. A software queue can
+//!   count instead of carrying a marker packet: a mark is the old queue's enqueue count, and
+//!   it has left once the queue's dequeue count reaches it.
 //!
 //! Pure logic: the caller passes queue lengths, ports and time (ps); the decisions come back as
 //! signals to send ([`Msg`], encoded by [`wire`]) and queue pause changes ([`QueueCmd`]) to
@@ -397,31 +401,34 @@ impl Pyrrha {
         if self.roots.is_empty() {
             return Choice::Oq;
         }
-        let (key, merged) = match self.cfg.iq_mode {
-            IqMode::SingleTier => iq::classify(&self.roots, path),
-            IqMode::TwoLevel => iq::classify_nearest(&self.roots, path, 0),
-        };
-        let p = &mut self.ports[port];
-        let soft = merged.and_then(|r| p.iqs.find_root(r));
-        match self.cfg.iq_mode {
+        let key = match self.cfg.iq_mode {
             // Flows of a merged root keep to its soft-merging IQ until it drains (order):
             // their earlier packets are there. The HIQ scheduler re-matches them as they
             // leave it (§4.3: the real root's flows into its IQ, the others to the OQ), so
             // they still wait for every root they cross, behind their earlier packets.
             IqMode::TwoLevel => {
-                if let Some(q) = soft {
+                let (key, merged) = iq::classify_nearest(&self.roots, path, 0);
+                let p = &self.ports[port];
+                if let Some(q) = merged.and_then(|r| p.iqs.find_root(r)) {
                     return Choice::Iq(q);
                 }
+                key
             }
             // Single-tier (App. C): a flow crossing a root still active moves to that root's
-            // IQ (held behind an order mark in the soft-merging IQ when newly assigned);
-            // flows of the merged root alone keep to the soft-merging IQ until it drains.
+            // IQ (behind order marks in the queues it used); flows of the merged root alone
+            // keep to the IQ they used before the merge (the one of every root they cross,
+            // soft-merging) until it drains.
             IqMode::SingleTier => {
+                let (key, all) = iq::classify(&self.roots, path);
                 if key.is_empty() {
-                    return soft.map_or(Choice::Oq, Choice::Iq);
+                    let p = &self.ports[port];
+                    return all
+                        .and_then(|k| p.iqs.find(&k))
+                        .map_or(Choice::Oq, Choice::Iq);
                 }
+                key
             }
-        }
+        };
         if key.is_empty() {
             return Choice::Oq;
         }
@@ -431,6 +438,17 @@ impl Pyrrha {
     /// The IQ of `key` on `port`: the one serving it, else a new one (or one hashed onto).
     fn iq_for(&mut self, port: usize, key: iq::Key, oq: u8, now: u64) -> Choice {
         if let Some(q) = self.ports[port].iqs.find(&key) {
+            // Single-tier (App. C): a root merged or came back since this IQ last looked, so
+            // flows may be joining it from other queues: they leave order marks there.
+            let moves = self.roots.moves();
+            let iqs = &mut self.ports[port].iqs;
+            if self.cfg.iq_mode == IqMode::SingleTier && iqs.needs_marks(q, moves) {
+                let marks = iqs.place_marks(q, oq, moves);
+                if marks > 0 {
+                    self.stats.ports[port].order_marks += marks;
+                    self.refresh(port, q, now);
+                }
+            }
             return Choice::Iq(q);
         }
         // An IQ whose only packet was dropped after its assignment never sees a dequeue:
@@ -449,8 +467,9 @@ impl Pyrrha {
                 self.refresh(port, queue, now);
                 Choice::Iq(queue)
             }
-            iq::Assigned::Hashed(queue) => {
+            iq::Assigned::Hashed { queue, marks } => {
                 st.iqs_hashed += 1;
+                st.order_marks += marks;
                 self.refresh(port, queue, now);
                 Choice::Iq(queue)
             }
@@ -582,8 +601,8 @@ impl Pyrrha {
     #[inline]
     pub fn on_dequeue(&mut self, port: usize, queue: u8, queue_bytes: u64, now: u64) {
         let p = &mut self.ports[port];
-        let released = p.iqs.count_deq(queue);
-        for q in released {
+        let changed = p.iqs.count_deq(queue);
+        for q in changed {
             self.refresh(port, q, now);
         }
         let p = &mut self.ports[port];
@@ -681,9 +700,7 @@ impl Pyrrha {
         now: u64,
     ) {
         self.stats.ports[port].merges_received += 1;
-        if let Some(e) = self.roots.get_mut(old_hops, old) {
-            e.state = RootState::Merged;
-        }
+        self.roots.merge(old_hops, old);
         self.unpause(port, old, old_hops, now);
         self.ports[port].iqs.soft_merge(old);
         // The new root inherits the pause the false positive held on this port.

@@ -34,6 +34,9 @@ pub struct RootEntry {
 pub struct RootTable {
     tables: Vec<BTreeMap<RootId, RootEntry>>,
     len: usize,
+    /// Bumped whenever a root that IQs may name changes state (merged, or reactivated):
+    /// flows then move between IQs already in use, which needs order marks (App. C).
+    moves: u64,
 }
 
 impl RootTable {
@@ -41,6 +44,7 @@ impl RootTable {
         RootTable {
             tables: vec![BTreeMap::new(); MAX_HOPS],
             len: 0,
+            moves: 0,
         }
     }
 
@@ -85,8 +89,33 @@ impl RootTable {
                 paused_since: 0,
             }
         });
-        e.state = RootState::Active;
+        if e.state != RootState::Active {
+            // A merged root is active again: the flows crossing it leave the IQs they used
+            // while it was merged for IQs that may already be in use.
+            e.state = RootState::Active;
+            self.moves += 1;
+        }
         Some(e)
+    }
+
+    /// Marks `root` (at `hops`) a false positive merged into a downstream root (Fig. 6):
+    /// flows crossing it leave the IQs naming it for IQs that may already be in use.
+    pub fn merge(&mut self, hops: u8, root: RootId) {
+        if let Some(e) = self.get_mut(hops, root) {
+            if e.state != RootState::Merged {
+                e.state = RootState::Merged;
+                self.moves += 1;
+            }
+        }
+    }
+
+    /// How many times flows may have moved between IQs in use (a root merged or
+    /// reactivated); an IQ that has seen fewer puts order marks behind the flows joining it.
+    /// A new root needs none here (its IQs are new and marked when assigned), nor does a
+    /// root that is dropped (App. C case (i): every IQ naming it is empty).
+    #[inline]
+    pub fn moves(&self) -> u64 {
+        self.moves
     }
 
     /// Drops `root` if nothing needs it any more (no pause in force, no IQ naming it).

@@ -464,11 +464,12 @@ fn hiq_soft_merging_iq_splits_into_the_real_roots_iq_and_the_oq() {
 /// RESUME and MERGE for three roots (A one hop on, B and C two) and arrivals of six flows
 /// crossing different sets of them, with a round-robin wire over the queues not paused. A
 /// two-level HIQ's IQs never reach the wire: picking one moves its head on
-/// ([`Pyrrha::next_queue`]). Returns the departures (flow, sequence number) and how many
-/// packets were moved.
-fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
+/// ([`Pyrrha::next_queue`]). Then every root resumes and the port must drain (no queue held
+/// for ever). Returns the departures (flow, sequence number), how many packets were moved,
+/// and the switch.
+fn drive_port(mode: IqMode, seed: u64, iqs: &[u8]) -> (Vec<(usize, u32)>, usize, Pyrrha) {
     const C2: RootId = RootId::new(40, 3);
-    let mut p = switch_in(mode, 3, &[1, 2, 3, 4, 5, 6, 7]);
+    let mut p = switch_in(mode, 3, iqs);
     let flows = [
         path(1, &[(1, A1), (2, B2)]),
         path(1, &[(1, A1), (2, C2)]),
@@ -490,8 +491,16 @@ fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
     };
     let mut rr = 0usize;
     let size = 100u64;
-    for t in 0..4000u64 {
-        let ev = rnd(20);
+    for t in 0..8000u64 {
+        // Then every root resumes and the port drains: nothing may stay held (liveness).
+        if t == 4000 {
+            for port in [1, 2] {
+                p.on_resume(port, A1, 1, t);
+                p.on_resume(port, B2, 2, t);
+                p.on_resume(port, C2, 2, t);
+            }
+        }
+        let ev = if t < 4000 { rnd(20) } else { 13 };
         match ev {
             0 => p.on_pause(1, A1, 1, t),
             1 => p.on_resume(1, A1, 1, t),
@@ -546,7 +555,9 @@ fn drive_port(mode: IqMode, seed: u64) -> (Vec<(usize, u32)>, usize) {
         }
         p.drain_msgs().for_each(drop);
     }
-    (sent, moved)
+    let left: usize = q.iter().map(VecDeque::len).sum();
+    assert_eq!(left, 0, "{mode:?} seed {seed}: {left} packets never left");
+    (sent, moved, p)
 }
 
 /// Whether every flow of `sent` left in order; the first (flow, seq, previous) out of order.
@@ -570,26 +581,31 @@ fn out_of_order(sent: &[(usize, u32)]) -> Option<(usize, u32, u32)> {
 #[test]
 fn hiq_delivers_in_order_through_root_changes() {
     for seed in 1..=20 {
-        let (sent, moved) = drive_port(IqMode::TwoLevel, seed);
+        let (sent, moved, _) = drive_port(IqMode::TwoLevel, seed, &[1, 2, 3, 4, 5, 6, 7]);
         assert!(sent.len() > 300, "seed {seed}: {} sent", sent.len());
         assert_eq!(out_of_order(&sent), None, "seed {seed}");
         assert!(moved > 100, "seed {seed}: {moved} moves");
     }
 }
 
-/// Single-tier IQs (App. C) through the same storm. NOT IN ORDER YET (so ignored; the check
-/// is the paper's and stays): with seed 1, flow 1 (crossing A and C) has packets in the IQ of
-/// {A, C}; A resumes, and its next packet goes to C's IQ, which another flow's packet had
-/// assigned earlier, so no order mark was placed and it leaves first. Here an order mark is
-/// placed only when an IQ is newly assigned; App. C places one whenever "the signal packet
-/// switches some flows from a working queue to another queue", i.e. per signal that changes
-/// where flows go, into every queue they leave, which needs marks between IQs in use without
-/// cycles of holds between them. The two-level HIQ has no such gap (test above).
+/// Single-tier IQs (App. C) through the same storm, with IQs to spare and with too few (two:
+/// keys are hashed onto IQs in use, §4.5). A flow changes queues when a root comes (to a new
+/// IQ), merges or comes back (to an IQ that may already be in use: with seed 1, flow 1
+/// crossing A and C had packets in the IQ of {A, C}; A merged, and its next packet went to
+/// C's IQ, which another flow had assigned earlier, and left first), or is hashed onto an IQ
+/// in use. Each time, the IQ it joins waits behind order marks in the queues the flow may
+/// have used (its own earlier packets go first, so two IQs cannot wait on each other).
+/// Without the marks on IQs in use, seeds 1..=20 reorder.
 #[test]
-#[ignore = "single-tier IQs reorder when a flow moves to an IQ already in use: see the doc"]
 fn single_tier_delivers_in_order_through_root_changes() {
-    for seed in 1..=20 {
-        let (sent, _) = drive_port(IqMode::SingleTier, seed);
-        assert_eq!(out_of_order(&sent), None, "seed {seed}");
+    for iqs in [&[1u8, 2, 3, 4, 5, 6, 7][..], &[1, 2]] {
+        let mut marks = 0;
+        for seed in 1..=100 {
+            let (sent, _, p) = drive_port(IqMode::SingleTier, seed, iqs);
+            assert!(sent.len() > 300, "seed {seed}: {} sent", sent.len());
+            assert_eq!(out_of_order(&sent), None, "seed {seed}, IQs {iqs:?}");
+            marks += p.stats().ports[1].order_marks;
+        }
+        assert!(marks > 100, "IQs {iqs:?}: {marks} order marks");
     }
 }

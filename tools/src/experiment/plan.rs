@@ -45,6 +45,11 @@ pub(super) struct Plan {
     pub(super) digest: String,
     /// The traffic window, drain and sampling interval (after `duration` overrides).
     pub(super) timing: Timing,
+    /// `response_ps = "auto"` on real frames: what the first cell's switches measured, by
+    /// switch; later cells reuse it (`real_frames::calibrate`).
+    pub(super) calibrated: std::sync::Mutex<
+        std::collections::BTreeMap<String, dataplane::calibrate::CalibrationSnapshot>,
+    >,
 }
 
 /// Reads and checks the experiment `file` (with `duration` and `seeds` replaced if given) and
@@ -129,6 +134,7 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
         paths,
         cells,
         timing,
+        calibrated: Default::default(),
     })
 }
 

@@ -20,12 +20,27 @@ use std::time::{Duration, Instant};
 pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
     let timing = p.timing;
     let name = format!("xe{}{}", std::process::id() % 10_000, c.spec.index + 1);
+    // `response_ps = "auto"`: the first cell measures, the later ones reuse its figures (and
+    // time their XOFFs), so that cells differ only in their matrix settings.
+    let reuse = p.calibrated.lock().map(|g| g.clone()).unwrap_or_default();
+    if !reuse.is_empty() {
+        pin_response(&c.tpath, &reuse)?;
+    }
     let tb = Testbed::load(&c.tpath, Some(&name))?;
-    tb.up(&[])?;
+    let args: Vec<String> = if reuse.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--reaction".into()]
+    };
+    tb.up(&args)?;
     let guard = Down(&tb);
+    if reuse.is_empty() {
+        calibrate(p, c, &tb, &name)?;
+    }
     let start_at = crate::host::unix_ns() + 1_500_000_000;
     let run_ps = timing.duration + timing.drain;
-    let mut children = start_hosts(p, c, &tb, start_at, run_ps)?;
+    let sched = c.dir.join("schedule.csv");
+    let mut children = start_hosts(p, c, &tb, &sched, &c.dir, start_at, run_ps)?;
     let t0 = Instant::now()
         + Duration::from_nanos(
             u64::try_from(start_at.saturating_sub(crate::host::unix_ns())).unwrap_or(0),
@@ -86,6 +101,22 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
     // traffic, lossless or not.
     let host_ring = r.xdp_lost;
     r.add_switches(&finals, true);
+    for (sw, k) in &reuse {
+        let reaction = finals
+            .iter()
+            .find(|s| &s.switch == sw)
+            .and_then(|s| s.nic.as_ref())
+            .and_then(|n| n.reaction.clone())
+            .unwrap_or_default();
+        r.response.insert(
+            sw.clone(),
+            super::results::ResponseAuto {
+                calibration: k.clone(),
+                reaction,
+                reused: true,
+            },
+        );
+    }
     audit.lost += host_ring;
     if audit.lossless_claimed {
         audit.lossless_lost += host_ring;
@@ -94,20 +125,163 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
     Ok((r, flows, series))
 }
 
+/// Writes the measured terms `k` over the `response_ps = "auto"` of the switches in topology
+/// file `path` (a cell after the first, `run`).
+fn pin_response(
+    path: &std::path::Path,
+    k: &BTreeMap<String, dataplane::calibrate::CalibrationSnapshot>,
+) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let mut t: toml::Table = toml::from_str(&text)?;
+    if let Some(toml::Value::Array(sws)) = t.get_mut("switch") {
+        for sw in sws.iter_mut().filter_map(toml::Value::as_table_mut) {
+            let name = sw
+                .get("name")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string();
+            if let (Some(c), Some(b)) = (
+                k.get(&name),
+                sw.get_mut("buffer").and_then(toml::Value::as_table_mut),
+            ) {
+                b.insert(
+                    "response_ps".into(),
+                    toml::Value::Integer(i64::try_from(c.response_ps)?),
+                );
+            }
+        }
+    }
+    std::fs::write(path, toml::to_string(&t)?)?;
+    Ok(())
+}
+
+/// Calibration bursts tried before a cell gives up on a switch whose measured term does not
+/// fit its buffer.
+const CALIBRATION_ATTEMPTS: usize = 3;
+
+/// Bytes each host sends in the calibration burst of a `response_ps = "auto"` testbed.
+const CALIBRATION_BYTES: u64 = 2_000_000;
+
+/// A testbed with `response_ps = "auto"` switches measures them before the cell's flows
+/// start (`dataplane::calibrate`): every host of the cell sends [`CALIBRATION_BYTES`] to the
+/// next one round a ring, at once, so the switches carry the cell's hosts' line rate and the
+/// hosts' stacks load the machine as in the cell, while no egress port of a one-switch
+/// testbed gets two flows (no queue, no pause: the cell's peaks and pause counts stay the
+/// cell's). Then it waits until every such switch has applied its measured term, and keeps
+/// the figures for the experiment's later cells.
+fn calibrate(p: &Plan, c: &CellSetup, tb: &Testbed, name: &str) -> Result<()> {
+    let mut auto = Vec::new();
+    for s in &c.topo.switches {
+        if c.topo.switch_spec(&s.name)?.response_auto {
+            auto.push(s.name.clone());
+        }
+    }
+    if auto.is_empty() {
+        return Ok(());
+    }
+    let dir = c.dir.join("calibration");
+    std::fs::create_dir_all(&dir)?;
+    let hosts = involved(c);
+    let prio = c.sched.first().map_or(0, |f| f.prio);
+    let ring: Vec<dataplane::workload::FlowSpec> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| dataplane::workload::FlowSpec {
+            id: i as u32,
+            src: h,
+            dst: hosts[(i + 1) % hosts.len()],
+            size: CALIBRATION_BYTES,
+            start_ps: 0,
+            prio,
+        })
+        .collect();
+    let sched = dir.join("schedule.csv");
+    std::fs::write(&sched, dataplane::workload::to_csv(&ring))?;
+    // A burst a long stall dominated gives a term that does not fit the buffer: the switch
+    // says so and measures the next burst.
+    let mut why = Vec::new();
+    for attempt in 1..=CALIBRATION_ATTEMPTS {
+        let start_at = crate::host::unix_ns() + 1_500_000_000;
+        let mut kids = start_hosts(p, c, tb, &sched, &dir, start_at, 1_000_000_000_000)?;
+        for (_, k) in kids.iter_mut() {
+            let _ = k.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut done = BTreeMap::new();
+        why.clear();
+        loop {
+            let mut waiting = Vec::new();
+            let left: Vec<&String> = auto.iter().filter(|s| !done.contains_key(*s)).collect();
+            for sw in left {
+                let cal = match ctl::request(&socket_path(name, sw), &Request::Stats) {
+                    Ok(Response::Stats(st)) => st.nic.and_then(|n| n.calibration),
+                    _ => None,
+                };
+                match cal {
+                    Some(k) if k.response_ps > 0 => {
+                        done.insert(sw.clone(), k);
+                    }
+                    // Refused and reset: this burst is spent.
+                    Some(k) if k.error.is_some() && k.samples == 0 => {
+                        why.push(format!("{sw}: {}", k.error.unwrap_or_default()));
+                    }
+                    Some(k) => waiting.push(format!(
+                        "{sw} ({} of {} frames timed)",
+                        k.samples,
+                        dataplane::calibrate::SAMPLES
+                    )),
+                    None => waiting.push(format!("{sw} (no calibration in its statistics)")),
+                }
+            }
+            if done.len() == auto.len() {
+                if let Ok(mut g) = p.calibrated.lock() {
+                    *g = done;
+                }
+                return Ok(());
+            }
+            if !why.is_empty() {
+                tracing::warn!("calibration burst {attempt}: {}", why.join("; "));
+                break;
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "response_ps = \"auto\": not calibrated 5 s after the calibration burst \
+                     (host logs in {}): {}",
+                    dir.display(),
+                    waiting.join(", ")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    anyhow::bail!(
+        "response_ps = \"auto\": {CALIBRATION_ATTEMPTS} calibration bursts measured a term \
+         that does not fit: {}",
+        why.join("; ")
+    )
+}
+
+/// The hosts that send or receive in cell `c`, by index.
+fn involved(c: &CellSetup) -> Vec<u32> {
+    let mut v: Vec<u32> = c.sched.iter().flat_map(|f| [f.src, f.dst]).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Starts `xoff host` in the namespace of every host that sends or receives in the cell, all
-/// starting their schedule at `start_at` (Unix ns) and running for `run_ps`.
+/// starting schedule `sched` at `start_at` (Unix ns), running for `run_ps` and writing to `out`.
 fn start_hosts(
     p: &Plan,
     c: &CellSetup,
     tb: &Testbed,
+    sched: &std::path::Path,
+    out: &std::path::Path,
     start_at: u128,
     run_ps: u64,
 ) -> Result<Vec<(String, Child)>> {
     let exp = &p.exp;
     let xoff = std::env::current_exe()?;
-    let mut involved: Vec<u32> = c.sched.iter().flat_map(|f| [f.src, f.dst]).collect();
-    involved.sort_unstable();
-    involved.dedup();
     let aquarius = c
         .topo
         .switches
@@ -115,16 +289,16 @@ fn start_hosts(
         .any(|s| s.scheme == dataplane::config::Scheme::Aquarius);
     let bfc = aquarius || c.topo.switches.iter().any(|s| s.scheme.is_bfc());
     let mut children = Vec::new();
-    for &h in &involved {
+    for h in involved(c) {
         let hn = &c.topo.hosts[h as usize].name;
-        let log = std::fs::File::create(c.dir.join(format!("{hn}.log")))?;
+        let log = std::fs::File::create(out.join(format!("{hn}.log")))?;
         let mut cmd = tb.command(hn, &xoff.display().to_string());
         cmd.args(["host", "--topology"])
             .arg(&c.tpath)
             .args(["--host", hn, "--schedule"])
-            .arg(c.dir.join("schedule.csv"))
+            .arg(sched)
             .arg("--out")
-            .arg(&c.dir)
+            .arg(out)
             .args(["--start-at", &start_at.to_string()])
             .args(["--run", &format!("{}ns", run_ps / 1000)])
             .args(["--base-rtt", &format!("{}ns", p.paths.rtt / 1000)])

@@ -106,6 +106,37 @@ pub(super) fn table(r: &ExperimentResult) -> String {
             c.summary.goodput_gbps
         );
     }
+    // `response_ps = "auto"`: what each switch measured and applied, against the reaction
+    // times of the XOFFs it then sent.
+    if r.cells.iter().any(|c| !c.response.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\nresponse_ps = \"auto\": calibration frames (µs, kernel to TX ring), the term applied, then the cell's PFC XOFF reactions (µs)"
+        );
+        for c in &r.cells {
+            for (sw, a) in &c.response {
+                let k = &a.calibration;
+                let x = &a.reaction;
+                let _ = writeln!(
+                    s,
+                    "{:<w$} {sw}: {}{} frames p50 {} p99 {} p99.9 {} -> response_ps {} µs (start {} µs); {} XOFFs p50 {} p99 {} p99.9 {} max {}",
+                    c.cell,
+                    if a.reused { "first cell's: " } else { "" },
+                    k.samples,
+                    k.p50_ns / 1000,
+                    k.p99_ns / 1000,
+                    k.p999_ns / 1000,
+                    k.response_ps / 1_000_000,
+                    k.start_response_ps / 1_000_000,
+                    x.count,
+                    x.p50_ns / 1000,
+                    x.p99_ns / 1000,
+                    x.p999_ns / 1000,
+                    x.max_ns / 1000,
+                );
+            }
+        }
+    }
     // FCT slowdown by flow size: the size buckets any cell has flows in.
     let mut edges: Vec<(u64, u64)> = r
         .cells

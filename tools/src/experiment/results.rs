@@ -127,9 +127,24 @@ pub struct CellResult {
     /// at the source edge and by Algorithm 2 at any hop, feedback applied).
     #[serde(default)]
     pub proteus: dataplane::scheme::proteus::ProteusStats,
+    /// `response_ps = "auto"` switches (real frames): per switch the calibration and the PFC
+    /// XOFF reaction times measured during the cell, which the calibrated term should cover.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub response: BTreeMap<String, ResponseAuto>,
     pub dir: String,
     /// Switch telemetry over time (all ports together, and the busiest ports).
     pub timeline: Timeline,
+}
+
+/// One `response_ps = "auto"` switch of a real-frame cell.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResponseAuto {
+    pub calibration: dataplane::calibrate::CalibrationSnapshot,
+    #[serde(default)]
+    pub reaction: dataplane::reaction::ReactionSnapshot,
+    /// The calibration is the experiment's first cell's, reused here.
+    #[serde(default)]
+    pub reused: bool,
 }
 
 /// Switch telemetry of a cell over time, sampled every `[sample] interval` (virtual or real).
@@ -361,6 +376,18 @@ impl CellResult {
         let r = self;
         r.pauses = crate::congestion::port_pauses(snaps);
         for s in snaps {
+            if let Some(n) = &s.nic {
+                if let Some(c) = &n.calibration {
+                    r.response.insert(
+                        s.switch.clone(),
+                        ResponseAuto {
+                            calibration: c.clone(),
+                            reaction: n.reaction.clone().unwrap_or_default(),
+                            reused: false,
+                        },
+                    );
+                }
+            }
             let pipes = s.pfc.as_ref().map_or(&[][..], |st| st.pipes());
             for a in pipes.iter().filter_map(|st| st.aquarius.as_ref()) {
                 let t = &mut r.aquarius;

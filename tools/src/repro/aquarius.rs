@@ -165,10 +165,10 @@ fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
         );
     }
     let comparable = "\"Compared to BFC-32, Aquarius achieves comparable FCT\"";
-    let gap = "not reproduced (under investigation, issue 16): short flows lose their time \
-               everywhere, not only near the incast receivers (rack-local flows too), and the \
-               gap to BFC-32 grows over the run as overlapping incasts (each ~1 ms to drain) \
-               accumulate backlog; see deploy/experiments/aquarius-web.toml";
+    let gap = "not reproduced (under investigation, issue 16): with one incast under way \
+               (the first 300 µs) Aquarius-8 is close to BFC-32 on average, but once 3-4 \
+               incasts overlap short flows far from every receiver wait too, likely in queues \
+               paused for one lone congested flow each; see deploy/experiments/aquarius-web.toml";
     Ok(vec![
         Row::holds(
             "§4 Fig. 6",

@@ -72,7 +72,7 @@ fn microbenchmark(mode: HeadroomMode, burst: u64) -> Result<Topology> {
     );
     let buf = t.switches[0].buffer.as_mut().context("buffer")?;
     ensure!(
-        *buf == MmuConfig::dsh_microbenchmark(HeadroomMode::Dsh),
+        buf.mmu == MmuConfig::dsh_microbenchmark(HeadroomMode::Dsh),
         "the §V-A MMU preset"
     );
     buf.headroom_mode = mode;

@@ -40,11 +40,17 @@ const BUCKET: u64 = 20_000_000;
 /// apart (checked against the file when it is loaded).
 const PHASE: u64 = 300_000_000;
 
+/// The switches of the Fig. 8 files.
+const SWITCHES: [&str; 5] = ["tor1", "tor2", "tor3", "core1", "core2"];
+
 /// One run of a Fig. 8 setup.
 struct Run {
     fabric: Fabric,
     /// Per flow: (µs, Gbit/s) over each `BUCKET` so far, for the plots.
     trace: [Vec<(f64, f64)>; 3],
+    /// Per "switch:port" that ever used an IQ or was a root: (µs, IQs in use, roots its OQ
+    /// nominated so far) at the end of each `BUCKET` (the congestion-root timeline).
+    iqs: std::collections::BTreeMap<String, Vec<(f64, u64, u64)>>,
     at: u64,
 }
 
@@ -73,6 +79,7 @@ impl Run {
         Ok(Run {
             fabric: Fabric::new(&t, &FabricOptions::default())?,
             trace: Default::default(),
+            iqs: Default::default(),
             at: 0,
         })
     }
@@ -99,9 +106,130 @@ impl Run {
                 let g = (b[i] - a[i]) as f64 * 8.0 / secs / 1e9;
                 self.trace[i].push((next as f64 / 1e6, g));
             }
+            self.sample_roots(next)?;
             self.at = next;
         }
         Ok(())
+    }
+
+    /// Samples every switch port's IQs in use and roots detected at `now` (ps); a port
+    /// enters the timeline the first time either is non-zero (earlier samples are zeros).
+    fn sample_roots(&mut self, now: u64) -> Result<()> {
+        let k = self.trace[0].len();
+        for sw in SWITCHES {
+            let s = self.fabric.switch(sw).context(sw.to_string())?;
+            let Some(st) = s.scheme_stats(now).and_then(|x| x.pyrrha) else {
+                continue;
+            };
+            for (i, p) in st.ports.iter().enumerate() {
+                let name = format!("{sw}:{}", s.shared.spec.ports[i].name);
+                let v = (p.iqs_in_use, p.roots_detected);
+                if v == (0, 0) && !self.iqs.contains_key(&name) {
+                    continue;
+                }
+                if !self.iqs.contains_key(&name) {
+                    let zeros = self.trace[0][..k - 1]
+                        .iter()
+                        .map(|&(t, _)| (t, 0, 0))
+                        .collect();
+                    self.iqs.insert(name.clone(), zeros);
+                }
+                if let Some(e) = self.iqs.get_mut(&name) {
+                    e.push((now as f64 / 1e6, v.0, v.1));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The congestion-root timeline as CSV: `time_us` then, per port, IQs in use and roots
+    /// detected so far.
+    fn roots_csv(&self) -> String {
+        let mut out = String::from("time_us");
+        for k in self.iqs.keys() {
+            let _ = write!(out, ",{k} iqs_in_use,{k} roots_detected");
+        }
+        out.push('\n');
+        for (j, &(t, _)) in self.trace[0].iter().enumerate() {
+            let _ = write!(out, "{t}");
+            for v in self.iqs.values() {
+                let (_, q, r) = v.get(j).copied().unwrap_or_default();
+                let _ = write!(out, ",{q},{r}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Every switch's root events, oldest first: (ps, switch, root, event).
+    fn root_events(&self) -> Result<Vec<(u64, &'static str, String, RootEvent)>> {
+        let mut v = Vec::new();
+        for sw in SWITCHES {
+            for (t, r, e) in self.timeline(sw)? {
+                v.push((t, sw, r, e));
+            }
+        }
+        v.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+        Ok(v)
+    }
+
+    /// Writes the congestion-root timeline (`STEM-roots.csv`: IQs in use and roots detected
+    /// per port over time; `STEM-root-events.csv`: every root nominated, released, merged,
+    /// paused or resumed at each switch) and plots the IQs in use; a summary for the log.
+    fn write_roots(&self, ctx: &Ctx<'_>, stem: &str, files: &mut Vec<String>) -> Result<String> {
+        std::fs::write(ctx.out.join(format!("{stem}-roots.csv")), self.roots_csv())?;
+        let ev = self.root_events()?;
+        let mut csv = String::from("time_us,switch,root,event\n");
+        for (t, sw, r, e) in &ev {
+            let _ = writeln!(csv, "{},{sw},{r},{e:?}", *t as f64 / 1e6);
+        }
+        std::fs::write(ctx.out.join(format!("{stem}-root-events.csv")), csv)?;
+        let series = self
+            .iqs
+            .iter()
+            .filter(|(_, v)| v.iter().any(|x| x.1 > 0))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.iter().map(|&(t, q, _)| (t, q as f64)).collect(),
+                )
+            })
+            .collect();
+        write_chart(
+            ctx.out,
+            &format!("{stem}-iqs"),
+            &Chart {
+                title: &format!("{stem}: isolation queues in use per port"),
+                x: "time (µs)",
+                y: "IQs in use",
+                series,
+                step: true,
+                ..Default::default()
+            },
+            files,
+        )?;
+        let mut sum =
+            format!("{stem} congestion-root timeline ({stem}-roots.csv, {stem}-root-events.csv):");
+        for (k, v) in &self.iqs {
+            let peak = v.iter().map(|x| x.1).max().unwrap_or(0);
+            let first = v.iter().find(|x| x.1 > 0).map(|x| x.0);
+            let roots = v.last().map_or(0, |x| x.2);
+            let _ = write!(sum, " {k}: IQs max {peak}");
+            if let Some(t) = first {
+                let _ = write!(sum, " (first at {t:.0} µs)");
+            }
+            let _ = write!(sum, ", roots detected {roots};");
+        }
+        // The first events of each kind at each switch: where roots appeared and merged.
+        let mut seen = std::collections::BTreeSet::new();
+        for (t, sw, r, e) in &ev {
+            if seen.insert((*sw, r.clone(), format!("{e:?}")))
+                && !matches!(e, RootEvent::Resumed | RootEvent::Released)
+            {
+                let _ = write!(sum, " {:.1} µs {sw} {r} {e:?};", *t as f64 / 1e6);
+            }
+        }
+        Ok(sum)
     }
 
     /// Gbit/s of each flow over [from, to] (ps).
@@ -439,6 +567,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         count(RootEvent::Merged, "4:2"),
     );
     let mut files = Vec::new();
+    let sum = run.write_roots(ctx, "pyrrha-fig10a", &mut files)?;
+    let _ = writeln!(log, "{sum}");
     chart(
         ctx,
         "pyrrha-fig10a",
@@ -488,6 +618,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         &b,
         &mut files,
     )?;
+    let sum = b.write_roots(ctx, "pyrrha-fig24", &mut files)?;
+    let _ = writeln!(log, "{sum}");
     let b_clean = b.drain_clean()?;
 
     let rows = vec![
@@ -613,8 +745,10 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         rows,
         plots: [
             "pyrrha-fig10a",
+            "pyrrha-fig10a-iqs",
             "pyrrha-fig10b",
             "pyrrha-fig24",
+            "pyrrha-fig24-iqs",
             "pyrrha-fig11",
         ]
         .map(|p| format!("{p}.svg"))

@@ -131,6 +131,26 @@ pub fn unix_ns() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
+/// `xoff experiment run FILE --out OUT --json`, which must succeed: its results JSON.
+pub fn run_experiment(file: &Path, out: &Path) -> serde_json::Value {
+    let o = Command::new(xoff())
+        .args(["experiment", "run"])
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .arg("--json")
+        .output()
+        .expect("run xoff experiment");
+    assert!(
+        o.status.success(),
+        "experiment failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("JSON: {e}: {}", String::from_utf8_lossy(&o.stdout));
+    })
+}
+
 /// An `xoff host`'s `<host>.json` in `dir`; its log in the panic message if it wrote none.
 pub fn read_output(dir: &Path, h: &str) -> serde_json::Value {
     let p = dir.join(format!("{h}.json"));
@@ -406,6 +426,21 @@ impl ChainRun {
             self.b_in
         );
     }
+}
+
+/// The receiver's record of flow `id` in `xoff host` output `v`.
+pub fn rx_of(v: &serde_json::Value, id: u64) -> serde_json::Value {
+    v["rx"]
+        .as_array()
+        .and_then(|r| r.iter().find(|x| n(&x["id"]) == id))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Delivered rate of a receiver record (bit/s), first to last packet.
+pub fn rate_bps(r: &serde_json::Value) -> f64 {
+    let ps = n(&r["last_ps"]).saturating_sub(n(&r["first_ps"])).max(1);
+    n(&r["rx_bytes"]) as f64 * 8.0 / (ps as f64 / 1e12)
 }
 
 /// A JSON number as u64 (0 if absent): the tests read counters this way.
