@@ -401,7 +401,7 @@ mod tests {
         let d = send(&mut s, 2, 1000 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
         // The local queue counts too: 0.2 us on port 0 makes 100 read 13.1 us, undetermined.
-        s.table.set_local(0, 200_000);
+        s.table.set_local(0, 200_000, 0);
         let d = send(&mut s, 2, 2000 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
         assert_eq!(d.shim.alts[0], PathId(102));
@@ -465,13 +465,38 @@ mod tests {
         let mut s = ProteusSource::new(table([10, 10, 10, 10], [0; 4]), 16);
         // 4 us of queue on ports 0 and 1, 2 us on 2, none on 3: path 103 for a new flow,
         // t_td = 2 us against 102.
-        s.table.set_local(0, 4 * US);
-        s.table.set_local(1, 4 * US);
-        s.table.set_local(2, 2 * US);
+        s.table.set_local(0, 4 * US, 0);
+        s.table.set_local(1, 4 * US, 0);
+        s.table.set_local(2, 2 * US, 0);
         let d = s.route(5, 0).unwrap();
         assert_eq!(d.shim.path, PathId(103));
         assert_eq!(d.shim.alts[0], PathId(102));
         assert_eq!(d.shim.t_td_ps, 2 * US);
+    }
+
+    /// Issue 18 (`deploy/sim/proteus-leafspine.toml`): before any feedback every path reads
+    /// its base delay and an uplink carrying a line-rate flow has no queue, so the salt alone
+    /// placed flows, and two keys with the same salt took one uplink while another stayed
+    /// idle. Among equal paths a new flow now takes the first hop this edge sent least on
+    /// lately; the salt only orders paths equal in that too. A faster path still wins over
+    /// a less loaded one.
+    #[test]
+    fn equal_paths_go_to_the_least_loaded_first_hop() {
+        let mut s = ProteusSource::new(table([10, 10, 10, 10], [0; 4]), 16);
+        // Keys 4 and 8 salt alike (index 0 first).
+        assert_eq!(s.route(4, 0).unwrap().shim.path, PathId(100));
+        // 100 has carried the first flow's packets: the second takes 101, the third 102.
+        s.table.set_local(0, 0, 3000);
+        assert_eq!(s.route(8, 0).unwrap().shim.path, PathId(101));
+        s.table.set_local(1, 0, 1500);
+        let d = s.route(12, 0).unwrap();
+        assert_eq!(d.shim.path, PathId(102));
+        // Alternatives in the same order: 103 idle, then 101 (1500 B), then 100 (3000 B).
+        assert_eq!(d.shim.alts, [PathId(103), PathId(101), PathId(100)]);
+        // A lower delay beats a lighter first hop.
+        s.table.set_local(3, 0, 1500);
+        s.table.feedback(PathId(100), 9 * US, 0);
+        assert_eq!(s.route(16, 0).unwrap().shim.path, PathId(100));
     }
 
     #[test]
