@@ -45,38 +45,55 @@ fn drill(c: &mut Criterion) {
     }
 }
 
+/// Proteus per packet: Algorithm 1 at the source edge, the packet's departure there (its
+/// flow's `t_pre`), Algorithm 2 at a hop and its CST update. `proteus_packet_N`: the paths
+/// range from non-congested to congested, so flows settle on a non-congested one and stay
+/// (§III-B.1's trigger: no SelectPath for them). `proteus_congested_N`: every path is
+/// congested, so every packet of a known flow runs SelectPath over the faster paths (the
+/// costliest case of Algorithm 1; flows move by less than their gap).
 fn proteus(c: &mut Criterion) {
-    for n in [4u16, 8] {
-        let paths = (0..n)
-            .map(|i| {
-                let mut e = PathEntry::new(PathId(i), i, 10 * US);
-                e.t_pd_ps = (10 + u64::from(i)) * US;
-                e.u_permille = 200 * u32::from(i % 5);
-                e
-            })
-            .collect();
-        let mut src = ProteusSource::new(PathTable::new(Params::default(), paths), 4096);
-        let mut hop = Hop::new();
-        let mut now = 0u64;
-        let mut flow = 0u32;
-        c.bench_function(&format!("proteus_packet_{n}"), |b| {
-            b.iter(|| {
-                now += 120_000; // a 1500 B packet at 100 Gbit/s
-                flow = (flow + 1) & 255; // 256 active flows
-                let Some(mut d) = src.route(black_box(flow), now) else {
-                    return;
-                };
-                let t_qd = min_queuing_delay(black_box(30_000), 100_000_000_000);
-                let paused = black_box(now & 0x3f_0000 == 0);
-                let a = hop.on_arrival(&mut d.shim, d.port, paused, t_qd, |_| true);
-                if paused {
-                    hop.resume(d.port);
-                }
-                Hop::on_departure(&mut d.shim, now, now + t_qd);
-                black_box((a, d));
-            })
-        });
+    for (name, base_us) in [("packet", 10u64), ("congested", 20)] {
+        for n in [4u16, 8] {
+            proteus_case(c, name, n, base_us);
+        }
     }
+}
+
+fn proteus_case(c: &mut Criterion, name: &str, n: u16, t_pd_us: u64) {
+    let paths = (0..n)
+        .map(|i| {
+            let mut e = PathEntry::new(PathId(i), i, 10 * US);
+            e.t_pd_ps = (t_pd_us + u64::from(i)) * US;
+            e.u_permille = if t_pd_us > 10 {
+                1000
+            } else {
+                200 * u32::from(i % 5)
+            };
+            e
+        })
+        .collect();
+    let mut src = ProteusSource::new(PathTable::new(Params::default(), paths), 4096);
+    let mut hop = Hop::new();
+    let mut now = 0u64;
+    let mut flow = 0u32;
+    c.bench_function(&format!("proteus_{name}_{n}"), |b| {
+        b.iter(|| {
+            now += 120_000; // a 1500 B packet at 100 Gbit/s
+            flow = (flow + 1) & 255; // 256 active flows
+            let Some(mut d) = src.route(black_box(flow), now) else {
+                return;
+            };
+            src.departed(d.flow, now);
+            let t_qd = min_queuing_delay(black_box(30_000), 100_000_000_000);
+            let paused = black_box(now & 0x3f_0000 == 0);
+            let a = hop.on_arrival(&mut d.shim, d.port, paused, t_qd, |_| true);
+            if paused {
+                hop.resume(d.port);
+            }
+            Hop::on_departure(&mut d.shim, now, now + t_qd);
+            black_box((a, d));
+        })
+    });
 }
 
 /// CONGA at a source leaf, per packet: the flowlet lookup (256 active flows, 1 in 16 packets

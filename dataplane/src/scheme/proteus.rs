@@ -6,7 +6,8 @@
 //! - Forward ([`ProteusScheme::route`], called where the path policy picks among equal-cost
 //!   next hops): at the source edge a packet without a shim runs Algorithm 1 for its
 //!   destination edge and gets a shim (path, 3 alternatives, `t_td`; the queue ahead on each
-//!   uplink here counts in its path's delay); at every
+//!   uplink here counts in its path's delay, and the bytes this edge sent on it over the last
+//!   period break ties among equal paths); at every
 //!   switch the shim's path names the egress (source routing from the path model,
 //!   `crate::config::paths`), and Algorithm 2 may move the packet to the next alternative when
 //!   that egress is PFC-paused and `t_td ≤ t_qd`; at the destination edge the packet feeds the
@@ -30,8 +31,8 @@ use crate::frame::{FrameMem, Pkt};
 use crate::wire::EtherType;
 use flowctl::wire::proteus::{FeedbackEntry, FeedbackRepr, ShimRepr, NO_PATH, U24_MAX};
 use loadbal::proteus::{
-    min_queuing_delay, FlowRef, Hop, HopAction, Params, PathEntry, PathId, PathMeter, PathTable,
-    Prev, ProteusSource, Shim,
+    min_queuing_delay, FlowRef, Hop, HopAction, LinkLoad, Params, PathEntry, PathId, PathMeter,
+    PathTable, Prev, ProteusSource, Shim,
 };
 use loadbal::{Candidate, FiveTuple};
 use serde::{Deserialize, Serialize};
@@ -167,6 +168,8 @@ pub struct ProteusScheme {
     /// At an edge: Algorithm 1 per destination edge.
     sources: Vec<Option<ProteusSource>>,
     hop: Hop,
+    /// At a source edge: the bytes it sent lately on each port (SelectPath's tie-break).
+    first_hop: LinkLoad,
     meter: Option<PathMeter>,
     /// The meter holds packets not yet fed back.
     pending: bool,
@@ -214,6 +217,7 @@ impl ProteusScheme {
             peer_macs: spec.ports.iter().map(|p| p.peer_mac.map(|m| m.0)).collect(),
             sources,
             hop: Hop::new(),
+            first_hop: LinkLoad::new(ps.period_ps),
             meter,
             pending: false,
             relay: Vec::new(),
@@ -340,8 +344,11 @@ impl ProteusScheme {
             for i in 0..n {
                 let c = view(i);
                 let rate = self.rates[usize::from(c.port)];
-                src.table
-                    .set_local(c.port, min_queuing_delay(c.queue_bytes, rate));
+                src.table.set_local(
+                    c.port,
+                    min_queuing_delay(c.queue_bytes, rate),
+                    self.first_hop.recent(c.port, now),
+                );
                 if kicked && !c.paused {
                     src.table.set_port_active(c.port, true);
                 }
@@ -433,6 +440,8 @@ impl ProteusScheme {
                 src.departed(f, self.now);
             }
             m.shim.sent_ns = (self.now / 1000) as u32 & U24_MAX;
+            self.first_hop
+                .on_sent(port as u16, u64::from(len), self.now);
         }
         if !peer(port) {
             return len;

@@ -137,9 +137,91 @@ impl PathMeter {
     }
 }
 
+/// The source edge's own first hops: the bytes it sent on each port over about the last
+/// period (the current period and the one before it), for SelectPath's tie-break
+/// ([`super::PathEntry::rank`]). Fresh where the fed-back `u_link` is a trip old or, before
+/// the first feedback, absent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkLoad {
+    period_ps: u64,
+    start: u64,
+    cur: Vec<u64>,
+    prev: Vec<u64>,
+}
+
+impl LinkLoad {
+    pub fn new(period_ps: u64) -> Self {
+        LinkLoad {
+            period_ps: period_ps.max(1),
+            start: 0,
+            cur: Vec::new(),
+            prev: Vec::new(),
+        }
+    }
+
+    /// `bytes` left on `port` at `now` (times never decrease).
+    #[inline]
+    pub fn on_sent(&mut self, port: u16, bytes: u64, now: u64) {
+        if now >= self.start + self.period_ps {
+            if now >= self.start + 2 * self.period_ps {
+                self.prev.fill(0);
+            } else {
+                std::mem::swap(&mut self.prev, &mut self.cur);
+            }
+            self.cur.fill(0);
+            self.start = now;
+        }
+        let p = usize::from(port);
+        if p >= self.cur.len() {
+            self.cur.resize(p + 1, 0);
+            self.prev.resize(p + 1, 0);
+        }
+        self.cur[p] += bytes;
+    }
+
+    /// Bytes sent on `port` in the current and the previous period, as seen at `now`.
+    #[inline]
+    pub fn recent(&self, port: u16, now: u64) -> u64 {
+        let p = usize::from(port);
+        let (c, v) = (
+            self.cur.get(p).copied().unwrap_or(0),
+            self.prev.get(p).copied().unwrap_or(0),
+        );
+        if now >= self.start + 2 * self.period_ps {
+            0
+        } else if now >= self.start + self.period_ps {
+            c
+        } else {
+            c + v
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Period 10 us: what a port sent counts for the period it was sent in and the next.
+    #[test]
+    fn link_load_covers_the_last_period() {
+        let mut l = LinkLoad::new(10 * US);
+        assert_eq!(l.recent(3, 0), 0);
+        l.on_sent(3, 1500, US);
+        l.on_sent(3, 1500, 2 * US);
+        l.on_sent(1, 100, 2 * US);
+        assert_eq!((l.recent(3, 5 * US), l.recent(1, 5 * US)), (3000, 100));
+        assert_eq!(l.recent(7, 5 * US), 0, "a port never used");
+        // 12 us: a new period starts; the old one still counts.
+        l.on_sent(1, 200, 12 * US);
+        assert_eq!((l.recent(3, 13 * US), l.recent(1, 13 * US)), (3000, 300));
+        // Read 23 us without a send: only the period from 12 us counts.
+        assert_eq!((l.recent(3, 23 * US), l.recent(1, 23 * US)), (0, 200));
+        // Read past two periods: nothing.
+        assert_eq!(l.recent(1, 32 * US), 0);
+        // A send after a long idle stretch forgets both periods.
+        l.on_sent(3, 1000, 100 * US);
+        assert_eq!((l.recent(3, 101 * US), l.recent(1, 101 * US)), (1000, 0));
+    }
 
     const US: u64 = 1_000_000;
 

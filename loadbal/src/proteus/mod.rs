@@ -23,6 +23,6 @@ pub mod path;
 pub mod source;
 
 pub use hop::{min_queuing_delay, Hop, HopAction};
-pub use meter::{Feedback, PathMeter};
+pub use meter::{Feedback, LinkLoad, PathMeter};
 pub use path::{Params, PathEntry, PathId, PathState, PathTable};
 pub use source::{FlowRef, Prev, ProteusSource, Shim};

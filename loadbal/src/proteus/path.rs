@@ -78,6 +78,9 @@ pub struct PathEntry {
     pub t_pd_ps: u64,
     /// Queuing delay ahead on `port` here now (bytes queued at line rate), ps.
     pub local_ps: u64,
+    /// Bytes this edge sent on `port` in about the last measurement period (every
+    /// destination's): the first hop's load, SelectPath's tie-break ([`Self::rank`]).
+    pub sent_bytes: u64,
     /// Last measured utilisation `u_link`, per mille.
     pub u_permille: u32,
     /// `p_active`: false from a local reroute off this path (Algorithm 2) until PFC resumes.
@@ -93,6 +96,7 @@ impl PathEntry {
             base_ps,
             t_pd_ps: base_ps,
             local_ps: 0,
+            sent_bytes: 0,
             u_permille: 0,
             active: true,
         }
@@ -122,17 +126,30 @@ impl PathEntry {
 
     /// SelectPath's order as one integer, smaller first: non-congested by delay, then
     /// undetermined by `u_link` descending ("likely resumed transmission quickly"), then
-    /// congested by delay; ties to the lower `tie` (a rotation of the table index, so choices
-    /// are reproducible).
+    /// congested by delay; ties to the path whose first hop this edge loaded least lately
+    /// (`sent_bytes`), then to the lower `tie` (a rotation of the table index, so choices are
+    /// reproducible).
+    ///
+    /// The first-hop tie-break is ours (the paper leaves ties open). Every path reads its
+    /// base delay until the first feedback, and a first hop carrying a line-rate flow has no
+    /// queue, so without it flows that start together were placed by the salt alone: two
+    /// of them on one uplink while another stayed idle (`deploy/sim/proteus-leafspine.toml`,
+    /// issue 18). Neither can leave it afterwards: its own packets are always queued there
+    /// ([`super::Prev::Queued`]), and the order rule only admits moves by less than the packet
+    /// gap, far below the queue's delay.
     #[inline]
-    pub(crate) fn rank(&self, p: &Params, tie: usize) -> u64 {
-        const METRIC: u64 = (1 << 48) - 1;
+    pub(crate) fn rank(&self, p: &Params, tie: usize) -> u128 {
+        const METRIC: u64 = (1 << 56) - 1;
+        const SENT: u64 = (1 << 52) - 1;
         let (class, metric) = match self.state(p) {
-            PathState::NonCongested => (0, self.delay_ps().min(METRIC)),
+            PathState::NonCongested => (0u128, self.delay_ps().min(METRIC)),
             PathState::Undetermined => (1, u64::from(1000u32.saturating_sub(self.u_permille))),
             PathState::Congested => (2, self.delay_ps().min(METRIC)),
         };
-        class << 60 | metric << 12 | (tie as u64 & 0xFFF)
+        class << 120
+            | u128::from(metric) << 64
+            | u128::from(self.sent_bytes.min(SENT)) << 12
+            | (tie as u128 & 0xFFF)
     }
 }
 
@@ -169,11 +186,13 @@ impl PathTable {
         }
     }
 
-    /// The queuing delay ahead on `port` here now, ps: every path leaving on it.
+    /// The queuing delay ahead on `port` here now, ps, and the bytes this edge sent on it
+    /// lately: every path leaving on it.
     #[inline]
-    pub fn set_local(&mut self, port: u16, local_ps: u64) {
+    pub fn set_local(&mut self, port: u16, local_ps: u64, sent_bytes: u64) {
         for e in self.paths.iter_mut().filter(|e| e.port == port) {
             e.local_ps = local_ps;
+            e.sent_bytes = sent_bytes;
         }
     }
 
@@ -199,7 +218,7 @@ impl PathTable {
     /// would take the same one.
     #[inline]
     pub fn select_salted(&self, allow: impl Fn(usize, &PathEntry) -> bool, salt: usize) -> Ranked {
-        let mut best = [(u64::MAX, usize::MAX); 4];
+        let mut best = [(u128::MAX, usize::MAX); 4];
         let mut n = 0;
         let len = self.paths.len().max(1);
         let salt = salt % len;

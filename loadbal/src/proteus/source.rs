@@ -2,10 +2,25 @@
 //!
 //! A flow table entry per flow (as §IV-A's: flow id, last forwarded time, selected path, three
 //! alternatives) remembers where the flow goes. A packet of a new flow runs SelectPath over
-//! all active paths. A packet of a known flow may move only to a path `p'` whose delay is lower
-//! than its current path `p`'s by less than the gap since the flow's previous packet
-//! (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it then arrives after that packet, so
-//! the reroute preserves order; among such paths SelectPath decides. Otherwise it stays.
+//! all active paths. A packet of a known flow is routed again only when its current path `p`
+//! is congested: Algorithm 1 "is triggered at edge switches for the cases of a new flow packet
+//! arriving or the current path is congested (lines 3-11)" (§III-B.1), read as Table II's
+//! states other than non-congested (delay ≥ `RTT_low`: undetermined or congested). When
+//! triggered it may move only to a path `p'` whose delay is lower than `p`'s by less than the
+//! gap since the flow's previous packet (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it
+//! then arrives after that packet, so the reroute preserves order; among such paths SelectPath
+//! decides. Otherwise it stays.
+//!
+//! Without the trigger (the listing alone) a flow on a non-congested path hopped whenever
+//! another path's fed-back delay read a few ns lower. Those delays are period means a feedback
+//! trip old, and their differences between non-congested paths are noise (a path carrying
+//! ACKs reads ~230 ns below one carrying full-size frames at 100 Gbit/s): issue 18 traced the
+//! §V-B reordering (`xoff repro proteus --quick`, load 0.7) to such moves, 3 255 of 5 953
+//! reorder events came from reroutes whose estimated gain was under 100 ns, and in 1 147 of
+//! the 1 208 reroutes that reordered, the overtaken packet took longer than the delay fed back
+//! for its path (by 1–50 µs: a spine queue building or a PFC pause the destination edge could
+//! not report before the packet arrived). With the trigger the same cell goes from 16 437 to
+//! 220 source reroutes and from 3 486 to 747 reordered packets.
 //!
 //! The rule holds only if `t_pre + p.t_pd` is when the previous packet arrives. Two things in
 //! between are this switch's own, and both used to reorder (issue 18: 8 % of Proteus's packets
@@ -29,7 +44,7 @@
 //! The table is direct-mapped on the flow key like the paper's hardware table (CRC-16 flow ids
 //! there, a 32-bit key here); a colliding flow evicts the entry and is treated as new.
 
-use super::path::{PathId, PathTable};
+use super::path::{PathId, PathState, PathTable};
 
 /// What Proteus writes into a packet (the 9-byte shim of §IV-A, in host units).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +170,10 @@ impl ProteusSource {
                 false,
             );
             match prev {
-                Prev::Departed { path, gap } => {
+                // §III-B.1's trigger: only off a path that is not non-congested.
+                Prev::Departed { path, gap }
+                    if t.paths[path].state(&t.params) != PathState::NonCongested =>
+                {
                     let p = t.paths[path].delay_ps();
                     let faster =
                         |_: usize, q: &super::PathEntry| q.delay_ps() < p && p - q.delay_ps() < gap;
@@ -168,7 +186,8 @@ impl ProteusSource {
                         (r[0], alts, n, true)
                     }
                 }
-                // A packet of the flow is still here: any move could overtake it.
+                // Not triggered, or a packet of the flow is still here (any move could
+                // overtake it).
                 _ => stay,
             }
         } else {
@@ -348,9 +367,44 @@ mod tests {
         assert_eq!(d.shim.alts, [PathId(101), PathId(103), PathId(100)]);
         // The alternative is faster: nothing to tolerate.
         assert_eq!(d.shim.t_td_ps, 0);
-        // The flow now lives on 102: a later packet 100 us on may take 101 (1 us faster).
+        // The flow now lives on 102 (12 us < RTT_low, non-congested): a later packet 100 us
+        // on stays there although 101 is 1 us faster (§III-B.1's trigger).
         let d = send(&mut s, 1, 106 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(102), false));
+        // 102 turns undetermined (14 us, u 0.5): 101 (3 us faster) and 103 (13 us, 1 us
+        // faster) are candidates, each only once the gap exceeds its gain.
+        s.table.feedback(PathId(102), 14 * US, 500);
+        let d = send(&mut s, 1, 107 * US);
+        assert_eq!(
+            (d.shim.path, d.rerouted),
+            (PathId(102), false),
+            "gap 1 us: none is faster by less"
+        );
+        // Gap 3.5 us: both qualify; SelectPath takes 101 (11 us, non-congested) before 103
+        // (13 us = RTT_low, undetermined).
+        let d = send(&mut s, 1, 110 * US + US / 2);
         assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+    }
+
+    /// §III-B.1's trigger, hand-worked (issue 18): base 10 us, RTT_low 13 us. A flow on path
+    /// 100 at 12.9 us (non-congested) stays even when 101 is 0.9 us faster and the gap is 1 ms:
+    /// the listing's lines 6–8 alone would move it, on a difference a stale period mean cannot
+    /// resolve. At 13 us (undetermined) the same gap moves it to 101 (12 us; 102 at 12.5 us is
+    /// the alternative, 103 at 13 us is not faster).
+    #[test]
+    fn a_known_flow_is_rerouted_only_off_a_congested_path() {
+        let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
+        assert_eq!(send(&mut s, 2, 0).shim.path, PathId(100));
+        s.table.feedback(PathId(100), 12_900_000, 300);
+        s.table.feedback(PathId(101), 12 * US, 300);
+        s.table.feedback(PathId(102), 12_500_000, 300);
+        let d = send(&mut s, 2, 1000 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
+        // The local queue counts too: 0.2 us on port 0 makes 100 read 13.1 us, undetermined.
+        s.table.set_local(0, 200_000, 0);
+        let d = send(&mut s, 2, 2000 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+        assert_eq!(d.shim.alts[0], PathId(102));
     }
 
     /// Issue 18: the gap of lines 6–8 runs from when the previous packet left this switch
@@ -411,13 +465,38 @@ mod tests {
         let mut s = ProteusSource::new(table([10, 10, 10, 10], [0; 4]), 16);
         // 4 us of queue on ports 0 and 1, 2 us on 2, none on 3: path 103 for a new flow,
         // t_td = 2 us against 102.
-        s.table.set_local(0, 4 * US);
-        s.table.set_local(1, 4 * US);
-        s.table.set_local(2, 2 * US);
+        s.table.set_local(0, 4 * US, 0);
+        s.table.set_local(1, 4 * US, 0);
+        s.table.set_local(2, 2 * US, 0);
         let d = s.route(5, 0).unwrap();
         assert_eq!(d.shim.path, PathId(103));
         assert_eq!(d.shim.alts[0], PathId(102));
         assert_eq!(d.shim.t_td_ps, 2 * US);
+    }
+
+    /// Issue 18 (`deploy/sim/proteus-leafspine.toml`): before any feedback every path reads
+    /// its base delay and an uplink carrying a line-rate flow has no queue, so the salt alone
+    /// placed flows, and two keys with the same salt took one uplink while another stayed
+    /// idle. Among equal paths a new flow now takes the first hop this edge sent least on
+    /// lately; the salt only orders paths equal in that too. A faster path still wins over
+    /// a less loaded one.
+    #[test]
+    fn equal_paths_go_to_the_least_loaded_first_hop() {
+        let mut s = ProteusSource::new(table([10, 10, 10, 10], [0; 4]), 16);
+        // Keys 4 and 8 salt alike (index 0 first).
+        assert_eq!(s.route(4, 0).unwrap().shim.path, PathId(100));
+        // 100 has carried the first flow's packets: the second takes 101, the third 102.
+        s.table.set_local(0, 0, 3000);
+        assert_eq!(s.route(8, 0).unwrap().shim.path, PathId(101));
+        s.table.set_local(1, 0, 1500);
+        let d = s.route(12, 0).unwrap();
+        assert_eq!(d.shim.path, PathId(102));
+        // Alternatives in the same order: 103 idle, then 101 (1500 B), then 100 (3000 B).
+        assert_eq!(d.shim.alts, [PathId(103), PathId(101), PathId(100)]);
+        // A lower delay beats a lighter first hop.
+        s.table.set_local(3, 0, 1500);
+        s.table.feedback(PathId(100), 9 * US, 0);
+        assert_eq!(s.route(16, 0).unwrap().shim.path, PathId(100));
     }
 
     #[test]

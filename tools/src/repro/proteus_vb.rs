@@ -340,13 +340,17 @@ pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
             "{reord} of {rx} packets ({:.2} %; DRILL {drill_reord}). Issue 18's fix: a flow \
              moves (Algorithm 1 or 2) only once its previous packet has left the source edge, \
              by less than the time since, with the queue on each uplink there counted at once \
-             (before: 8.0 % of the packets, full run; 6.27 % quick). What remains is the \
-             fabric part of Algorithm 1's rule (0 < p.t_pd − p'.t_pd < t_cur − t_pre): t_pd \
-             beyond the source edge is a mean over a 4.5 µs period, a feedback trip old, so a \
-             previous packet that meets a longer spine queue or pause than that mean can be \
-             overtaken (Algorithm 2 rerouted a handful of packets, Algorithm 1 thousands: \
-             counts in the log below). Checked: ECMP reorders nothing in the same run, Proteus \
-             rerouted, and reorders less than DRILL",
+             (before: 8.0 % of the packets, full run; 6.27 % quick), and only off a path \
+             that is not non-congested (§III-B.1's trigger; before it, 0.64 % quick: flows \
+             hopped between non-congested paths on delay differences of a few ns). What \
+             remains is the fabric part of Algorithm 1's rule (0 < p.t_pd − p'.t_pd < t_cur − \
+             t_pre): t_pd beyond the source edge is a mean over a 4.5 µs period, a feedback \
+             trip old, so a previous packet that meets a longer spine queue or pause than that \
+             mean can be overtaken (traced at load 0.7: in 85 of the 92 reroutes that \
+             reordered, the overtaken packet took longer than its path's fed-back delay; \
+             feeding back the period's largest delay instead of the mean did not remove them). \
+             Checked: ECMP reorders nothing in the same run, Proteus rerouted, and reorders \
+             less than DRILL",
             reord as f64 * 100.0 / rx.max(1) as f64
         )),
     );
