@@ -374,6 +374,13 @@ pub struct AquariusSettings {
     pub hrtt: Option<Time>,
     /// EWMA gain of `T_avg` (default 0.125).
     pub alpha: Option<f64>,
+    /// Keep the last `rsvQ` candidate out of dynamic mapping while no `rsvQ` is allocated
+    /// (default true; `flowctl::AquariusConfig::hold_rsv`).
+    pub hold_rsv: Option<bool>,
+    /// A flow joining a queue paused for a flow alone in it shares the queue out: the held
+    /// flow moves to `rsvQ`, the queue resumes (default true;
+    /// `flowctl::AquariusConfig::share_on_join`).
+    pub share_on_join: Option<bool>,
     /// Ports whose peers speak the Xoff data shim besides Aquarius switches (found from the
     /// topology): e.g. a host NIC that honours per-flow pauses.
     #[serde(default)]

@@ -712,6 +712,12 @@ impl Ctx<'_> {
         if let Some(a) = d.alpha {
             config.alpha = a;
         }
+        if let Some(h) = d.hold_rsv {
+            config.hold_rsv = h;
+        }
+        if let Some(s) = d.share_on_join {
+            config.share_on_join = s;
+        }
         Ok(super::AquariusSpec {
             config,
             shim,

@@ -254,7 +254,7 @@ fn paused_span(
     if now <= from {
         return 0;
     }
-    if bfc.is_some_and(|b| b.is_paused(usize::from(f.queue))) {
+    if bfc.is_some_and(|b| b.blocks(usize::from(f.queue), f.key)) {
         return now - from;
     }
     paused_until[usize::from(f.spec.prio & 7)]
@@ -422,17 +422,10 @@ impl HostStack {
         if self.bfc.is_some() {
             self.freeze_timers(now);
         }
-        let tx = &mut self.tx;
         match self.bfc.as_mut() {
             Some(b) => {
-                // Aquarius: a flow paused by FID moves to the reserved queue and back.
-                if b.apply_flows(&sig, |&i| tx[i].key) {
-                    for q in 0..b.count() {
-                        for &i in b.queue(q) {
-                            tx[i].queue = q as u8;
-                        }
-                    }
-                }
+                // Aquarius: a flow paused by FID is held, alone (nicq's module doc).
+                b.apply_flows(&sig);
                 self.counters.signals_rx = b.signals_rx;
                 self.counters.flow_signals_unknown = b.unknown_flow_signals;
                 self.counters.pauses_rx = b.pauses_rx;
@@ -854,7 +847,7 @@ impl HostStack {
     fn pick_bfc(&mut self, now: u64) -> Option<usize> {
         let tx = &self.tx;
         let paused_until = &self.paused_until;
-        self.bfc.as_mut()?.serve(|_, q| {
+        self.bfc.as_mut()?.serve_held(|_, q, held| {
             for _ in 0..q.len() {
                 let i = q.pop_front()?;
                 let f = &tx[i];
@@ -865,6 +858,7 @@ impl HostStack {
                 if f.sendable()
                     && f.next_tx_ps <= now
                     && paused_until[usize::from(f.spec.prio & 7)] <= now
+                    && !held(f.key)
                 {
                     return Some(i);
                 }
@@ -944,7 +938,7 @@ impl HostStack {
                 !b.is_paused(q)
                     && b.queue(q).iter().any(|&i| {
                         let f = &self.tx[i];
-                        f.sendable() && !self.paused(f.spec.prio, now)
+                        f.sendable() && !self.paused(f.spec.prio, now) && !b.is_held(f.key)
                     })
             })
         })
@@ -995,7 +989,7 @@ impl HostStack {
         // pause lapses at a known time; a BFC pause ends with a frame, which wakes the stack).
         let bfc = self.bfc.as_ref();
         for f in self.tx.iter().filter(|f| f.una < f.nxt) {
-            if bfc.is_some_and(|b| b.is_paused(usize::from(f.queue))) {
+            if bfc.is_some_and(|b| b.blocks(usize::from(f.queue), f.key)) {
                 continue;
             }
             let frozen = f.frozen_ps + paused_span(bfc, &self.paused_until, f, now);
@@ -1018,7 +1012,7 @@ impl HostStack {
             .filter(|f| {
                 f.sendable()
                     && !self.paused(f.spec.prio, now)
-                    && !bfc.is_some_and(|b| b.is_paused(usize::from(f.queue)))
+                    && !bfc.is_some_and(|b| b.blocks(usize::from(f.queue), f.key))
             })
             .map(|f| f.next_tx_ps)
             .min()
@@ -1508,14 +1502,13 @@ mod tests {
     }
 
     /// Aquarius §3.3 at the host: the NIC knows its flows by the FID the switch computes
-    /// from their frames, so FlowPause(q, FID) holds exactly that flow — moved into the
-    /// reserved queue, which is paused — while the flow sharing its NIC queue keeps
-    /// sending, with its frames' upstreamQ following the move; FlowResume brings it back.
+    /// from their frames, so FlowPause(q, FID) holds exactly that flow, and no NIC queue,
+    /// while the flow sharing its NIC queue keeps sending; FlowResume lets it go, from its
+    /// own queue.
     #[test]
     fn aquarius_flow_pause_holds_exactly_the_named_flow() {
         let ips = vec![host_info(1).ip, host_info(2).ip];
-        // Two NIC queues: 1 → 0, 2 → 1, 3 shares queue 0 with 1; 2 (one packet) completes
-        // and leaves queue 1 empty for the reserved queue.
+        // Two NIC queues: 1 → 0, 2 → 1, 3 shares queue 0 with 1; 2 (one packet) completes.
         let mss = u64::from(StackConfig::new(0, 1, 0).mss);
         let flows = [flow(1, 1_000 * mss), flow(2, mss), flow(3, 1_000 * mss)];
         let mut a = bfc_stack(2, &flows);
@@ -1537,8 +1530,7 @@ mod tests {
         let (_, n) = shim::ShimRepr::pop(&mut buf, len as usize).unwrap();
         let fid1 = crate::scheme::flow_id(&crate::parse::parse(&buf[..n]).unwrap());
         assert_eq!(fid1, wire::data_fid(ips[0], ips[1], 1));
-        // FlowPause(0, FID of 1): flow 1 moves to the reserved queue 1, paused; flow 3
-        // keeps sending from queue 0.
+        // FlowPause(0, FID of 1): flow 1 is held; flow 3 keeps sending from queue 0.
         a.on_receive(
             t,
             &signal(Signal::FlowPause {
@@ -1547,15 +1539,15 @@ mod tests {
             }),
             60,
         );
-        assert_eq!(a.bfc().unwrap().queue_table().rsv(), Some(1));
-        assert_eq!(a.bfc().unwrap().paused, 0b10);
+        assert!(a.bfc().unwrap().is_held(fid1));
+        assert_eq!(a.bfc().unwrap().paused, 0, "no NIC queue paused");
         let held = drain(&mut a, &mut t);
         assert!(held.iter().all(|s| s.hdr.flow != 1), "flow 1 still sent");
         assert!(
             held.iter().any(|s| s.hdr.flow == 3),
             "the flow sharing its queue stopped"
         );
-        // FlowResume: flow 1 sends again, from its own queue, and rsvQ is released.
+        // FlowResume: flow 1 sends again, from its own queue.
         a.on_receive(
             t,
             &signal(Signal::FlowResume {
@@ -1569,9 +1561,8 @@ mod tests {
             .iter()
             .find(|s| s.hdr.flow == 1)
             .expect("flow 1 resumed");
-        assert_eq!(s1.upq, Some(0), "back in its own queue");
-        assert_eq!(a.bfc().unwrap().queue_table().rsv(), None, "rsvQ released");
-        assert_eq!(a.bfc().unwrap().paused, 0);
+        assert_eq!(s1.upq, Some(0), "from its own queue");
+        assert!(!a.bfc().unwrap().is_held(fid1));
         assert_eq!((a.counters.pauses_rx, a.counters.resumes_rx), (1, 1));
     }
 }

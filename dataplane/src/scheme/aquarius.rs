@@ -343,6 +343,7 @@ impl AquariusScheme {
                         rsv_flows: u64::from(qt.rsv_flows()),
                         rsv_queue: qt.rsv().map(u64::from),
                         rsv_releases: u.rsv_releases,
+                        shared_on_join: u.shared_on_join,
                         table_collisions: s.table_collisions,
                     }
                 })
@@ -376,6 +377,9 @@ pub struct AquariusPortStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rsv_queue: Option<u64>,
     pub rsv_releases: u64,
+    /// Held flows moved to `rsvQ` when another flow joined their paused queue.
+    #[serde(default)]
+    pub shared_on_join: u64,
     pub table_collisions: u64,
 }
 

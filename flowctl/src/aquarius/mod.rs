@@ -41,7 +41,18 @@
 //!   RESUME to the port, upstream queue and FID the outstanding PAUSE named. (The algorithm
 //!   names `packet.q`; the upstream acts on its own queue, the one the data shim carried, as
 //!   for the PAUSE.)
-//! * **Opportunistic re-assigning (§3.3)** on PAUSE/RESUME received: [`upstream`].
+//! * **Opportunistic re-assigning (§3.3)** on PAUSE/RESUME received: [`upstream`]. A flow
+//!   alone in its queue has the queue paused; when dynamic mapping then puts another flow
+//!   into that queue (every queue paused or held back), the queue is shared and §3.3's
+//!   shared case applies from then on: the held flow's later packets go to `rsvQ`, the
+//!   queue resumes ([`QueueTable::on_join`], `share_on_join`, default on). The paper decides
+//!   "solely occupies" vs "sharing" when the PAUSE arrives and does not say what a flow
+//!   mapped later into the paused queue meets; left paused, the newcomer waits for the held
+//!   flow's RESUME, its packets enter a queue above `Q_high` and pause it upstream in turn,
+//!   and so on to its sender. In the §4 Web Server run (1 ms, seed 1) short flows spent
+//!   97 % of their switch sojourn in such queues (12.9 µs a packet at ToR uplinks), and
+//!   their NICs ended with every queue paused; with it, Aquarius-8's short flows match
+//!   BFC-32 (`deploy/experiments/aquarius-web.toml`).
 //!
 //! Units: bytes for `L`, the flow's size against `Occu_fair` and the thresholds (Alg. 1
 //! counts packets for `size`; bytes keep one unit across mixed frame sizes). Pure: the caller
@@ -74,6 +85,10 @@ pub struct AquariusConfig {
     /// While no `rsvQ` is allocated, keep the last queue it could be taken from out of
     /// dynamic mapping (see the module doc); false: Alg. 1 line 4 as printed.
     pub hold_rsv: bool,
+    /// A flow mapped to a queue paused for a flow alone in it makes the queue shared: the
+    /// held flow moves to `rsvQ` and the queue resumes (§3.3's rule for a shared queue,
+    /// [`QueueTable::on_join`]); false: the newcomer waits for the held flow's RESUME.
+    pub share_on_join: bool,
 }
 
 impl Default for AquariusConfig {
@@ -83,6 +98,7 @@ impl Default for AquariusConfig {
             hrtt_ps: None,
             alpha: 0.125,
             hold_rsv: true,
+            share_on_join: true,
         }
     }
 }
@@ -433,6 +449,27 @@ impl Aquarius {
         } else if placed.index_collision {
             p.stats.table_collisions += 1;
         }
+        if placed.fresh
+            && self.cfg.share_on_join
+            && p.qt.lone_held(placed.queue)
+            && p.qt.paused_home(fid).is_none()
+        {
+            let empty = Self::rsv_candidates(p, paused, self.table.reserved(egress));
+            let table = &self.table;
+            let qt = &p.qt;
+            let pkts: Vec<(u32, u32)> = qt
+                .lone_flows(placed.queue)
+                .map(|f| (f, Self::old_pkts(table, qt, egress, f).1))
+                .collect();
+            let p = &mut self.ports[egress];
+            p.qt.on_join(
+                placed.queue,
+                empty,
+                |f| pkts.iter().find(|x| x.0 == f).map_or(0, |x| x.1),
+                cmds,
+            );
+        }
+        let p = &mut self.ports[egress];
         let queue = p.qt.steer(fid, cmds).unwrap_or(placed.queue);
         Assigned {
             queue,
@@ -658,6 +695,44 @@ impl Aquarius {
         ));
     }
 
+    /// The queue `fid` is mapped to on `port` and its packets there that must leave before
+    /// `rsvQ` may run: its entry's, less those of flows sharing the entry (a hash collision,
+    /// §5) that are held in rsvQ already. Those leave rsvQ, not the flow's queue, and are
+    /// counted for their own flow there: left in, the count never reached 0 and rsvQ, paused
+    /// until it did, held them for good (a deadlock that spread upstream through the marks
+    /// it held; the §4 Web Server run, 1 ms). `(None, 0)`: no packet of `fid` here.
+    fn old_pkts(
+        table: &FlowTable<FlowState>,
+        qt: &QueueTable,
+        port: usize,
+        fid: u32,
+    ) -> (Option<u8>, u32) {
+        let slot = table.slot_of(port, fid);
+        match table.entry(slot) {
+            Some(e) if e.size > 0 && e.fid == fid => {
+                let in_rsv: u32 = qt
+                    .held()
+                    .filter(|&(f, _)| f != fid && table.slot_of(port, f) == slot)
+                    .map(|(_, n)| n)
+                    .sum();
+                (Some(e.queue), e.size.saturating_sub(in_rsv))
+            }
+            _ => (None, 0),
+        }
+    }
+
+    /// The queues of a port a `rsvQ` may be taken from: empty, holding no flow, unpaused,
+    /// and never a reserved (strict, ACK) one.
+    fn rsv_candidates(p: &Port, paused: u128, reserved: u128) -> u128 {
+        let mut empty = 0u128;
+        for (q, &b) in p.bytes.iter().enumerate() {
+            if b == 0 && p.qt.flows(q) == 0 && paused & (1 << q) == 0 {
+                empty |= 1 << q;
+            }
+        }
+        empty & !reserved
+    }
+
     /// §3.3: a PAUSE/RESUME(queue, FID) received on `port` (from its downstream) acts on
     /// `port`'s egress queues; `paused` is the port's paused-queue bitmap (a `rsvQ` is taken
     /// from queues that are empty, unpaused and hold no flow). Returns false for signals
@@ -674,33 +749,8 @@ impl Aquarius {
         };
         match *signal {
             Signal::FlowPause { queue, fid } => {
-                let slot = self.table.slot_of(port, fid);
-                // The packets that must leave the flow's queue before rsvQ may run: its
-                // entry's, less those of flows sharing the entry (a hash collision, §5) that
-                // are held in rsvQ already. Those leave rsvQ, not the flow's queue, and are
-                // counted for their own flow there: left in, the count never reached 0 and
-                // rsvQ, paused until it did, held them for good (a deadlock that spread
-                // upstream through the marks it held; the §4 Web Server run, 1 ms).
-                let (home, pkts) = match self.table.entry(slot) {
-                    Some(e) if e.size > 0 && e.fid == fid => {
-                        let table = &self.table;
-                        let in_rsv: u32 =
-                            p.qt.held()
-                                .filter(|&(f, _)| f != fid && table.slot_of(port, f) == slot)
-                                .map(|(_, n)| n)
-                                .sum();
-                        (Some(e.queue), e.size.saturating_sub(in_rsv))
-                    }
-                    _ => (None, 0),
-                };
-                let mut empty = 0u128;
-                for (q, &b) in p.bytes.iter().enumerate() {
-                    if b == 0 && p.qt.flows(q) == 0 && paused & (1 << q) == 0 {
-                        empty |= 1 << q;
-                    }
-                }
-                // Never a reserved (strict, ACK) queue for rsvQ.
-                empty &= !self.table.reserved(port);
+                let (home, pkts) = Self::old_pkts(&self.table, &p.qt, port, fid);
+                let empty = Self::rsv_candidates(p, paused, self.table.reserved(port));
                 let p = &mut self.ports[port];
                 let queue = queue.min((p.bytes.len() - 1) as u8);
                 // A queue of a forced placement is shared by construction: every later flow

@@ -459,6 +459,20 @@ struct Upstream {
 }
 
 impl Upstream {
+    /// Flows 11 and 22 on `a`'s port 0 of `queues` queues, nothing sent yet.
+    fn new(a: Aquarius, queues: usize) -> Self {
+        Upstream {
+            a,
+            qs: vec![VecDeque::new(); queues],
+            paused: 0,
+            cmds: Vec::new(),
+            fids: [11, 22],
+            seq: [0; 2],
+            got: [Vec::new(), Vec::new()],
+            now: 0,
+        }
+    }
+
     fn apply(&mut self) {
         for cmd in self.cmds.drain(..) {
             match cmd {
@@ -565,16 +579,7 @@ impl Upstream {
 /// is delivered in order, and the other flow of the shared queue keeps moving meanwhile.
 #[test]
 fn in_order_across_moves_into_and_out_of_rsvq() {
-    let mut u = Upstream {
-        a: aq(3, 1),
-        qs: vec![VecDeque::new(); 3],
-        paused: 0,
-        cmds: Vec::new(),
-        fids: [11, 22],
-        seq: [0; 2],
-        got: [Vec::new(), Vec::new()],
-        now: 0,
-    };
+    let mut u = Upstream::new(aq(3, 1), 3);
     // Both flows in one queue: flow 1 arrives while fillers occupy the other queues with
     // more bytes, so flow 0's is the least occupied. The fillers then leave.
     let q0 = u.send(0, None);
@@ -842,4 +847,56 @@ fn rsvq_resumes_when_a_colliding_flow_is_held_in_it() {
         dq(&mut a, 0, 1, sa, fb, 1500, false, 9, NO_UPQ, 12 + k, &mut c);
     }
     assert_eq!(a.queue_table(0).rsv(), None);
+}
+
+/// Every queue of a port paused for a flow alone in it, the last empty one held back for
+/// `rsvQ`: a new flow joins the least occupied (paused) queue, which is shared from then on
+/// (§3.3's shared case): the held flow's later packets go to `rsvQ`, paused, the queue
+/// resumes so the newcomer is not held behind another flow's pause, and both flows are
+/// delivered in order. With `share_on_join` off the newcomer waits behind the pause.
+#[test]
+fn a_flow_joining_a_queue_paused_for_a_lone_flow_shares_it_out() {
+    for share in [true, false] {
+        let cfg = AquariusConfig {
+            share_on_join: share,
+            ..AquariusConfig::default()
+        };
+        let mut u = Upstream::new(Aquarius::new(cfg, &[port(4)]).unwrap(), 4);
+        let q0 = u.send(0, None);
+        let f1 = u.filler(33, 3000, u.nonempty());
+        let f2 = u.filler(44, 3000, u.nonempty());
+        assert_eq!((q0, f1, f2), (0, 1, 2), "queue 3 is held back for rsvQ");
+        for (q, fid) in [(0, 11), (1, 33), (2, 44)] {
+            u.signal(Signal::FlowPause { queue: q, fid });
+        }
+        assert_eq!(
+            u.paused, 0b111,
+            "each flow alone in its queue: queues paused"
+        );
+        // Flow 22 joins queue 0 (all paused, the fewest bytes).
+        assert_eq!(u.send(1, None), 0);
+        let qt = u.a.queue_table(0);
+        if !share {
+            assert_eq!(u.paused, 0b111, "the newcomer waits behind 11's pause");
+            assert_eq!((qt.rsv(), qt.stats.shared_on_join), (None, 0));
+            continue;
+        }
+        assert_eq!(u.paused, 0b1110, "queue 0 resumed, rsvQ (3) paused");
+        assert_eq!((qt.rsv(), qt.stats.shared_on_join), (Some(3), 1));
+        // Flow 11's later packets go to rsvQ; its earlier one and 22's leave queue 0.
+        assert_eq!(u.send(0, None), 3);
+        assert!(u.serve() && u.serve());
+        assert_eq!((u.got[0].clone(), u.got[1].clone()), (vec![0], vec![0]));
+        assert!(!u.serve(), "rsvQ stays paused until 11's RESUME");
+        // RESUME: rsvQ runs (11's old packet has left), then is released.
+        u.signal(Signal::FlowResume { queue: 0, fid: 11 });
+        assert!(u.serve());
+        assert_eq!(u.got[0], vec![0, 1]);
+        assert_eq!(u.a.queue_table(0).rsv(), None, "rsvQ released");
+        for (q, fid) in [(1, 33), (2, 44)] {
+            u.signal(Signal::FlowResume { queue: q, fid });
+            u.serve_queue(usize::from(q));
+        }
+        assert_eq!(u.paused, 0);
+    }
 }

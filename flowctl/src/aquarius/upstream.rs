@@ -12,6 +12,9 @@
 //!   paused, the original queue keeps running (the victims are unaffected);
 //! * no empty queue for `rsvQ` → the shared queue is paused (all that is left; counted).
 //!
+//! A queue paused for a flow alone in it that another flow then joins is shared from then
+//! on: the held flow moves to `rsvQ` as above and the queue resumes ([`QueueTable::on_join`]).
+//!
 //! A flow held by pausing its own queue that comes back after draining goes back to that
 //! queue ([`QueueTable::paused_home`]): without stickiness a line-rate flow's queue empties
 //! between packets and it would take a fresh, unpaused queue each time.
@@ -65,6 +68,9 @@ pub struct UpstreamStats {
     pub rsv_releases: u64,
     pub flows_reassigned: u64,
     pub no_rsv: u64,
+    /// Held flows moved to `rsvQ` because another flow joined their paused queue
+    /// ([`QueueTable::on_join`]).
+    pub shared_on_join: u64,
 }
 
 /// The QueueTable of one egress port (see the module doc).
@@ -278,6 +284,57 @@ impl QueueTable {
         self.rsv = Some(r);
         self.stats.rsv_allocations += 1;
         Some((r, true))
+    }
+
+    /// A flow other than the held ones was mapped to `q`: if `q` is paused for flows alone
+    /// in it, it is shared now, and §3.3's rule for a shared queue applies: those flows'
+    /// later packets go to `rsvQ` (taken from `empty` if there is none; paused), their packets
+    /// still in `q` (`pkts(fid)`) must leave before `rsvQ` runs, and `q` resumes, so the
+    /// newcomer is not held behind another flow's pause. Without a queue for `rsvQ`, `q`
+    /// stays paused. Returns whether the queue was shared out.
+    pub fn on_join(
+        &mut self,
+        q: u8,
+        empty: u128,
+        pkts: impl Fn(u32) -> u32,
+        out: &mut Vec<QueueCmd>,
+    ) -> bool {
+        if !self.congested.iter().any(|c| !c.in_rsv && c.home == q) {
+            return false;
+        }
+        let Some((rsv, _)) = self.take_rsv(empty, q) else {
+            return false;
+        };
+        for c in self
+            .congested
+            .iter_mut()
+            .filter(|c| !c.in_rsv && c.home == q)
+        {
+            c.in_rsv = true;
+            c.old_pkts = pkts(c.fid);
+            self.stats.flows_reassigned += 1;
+            self.stats.shared_on_join += 1;
+        }
+        if !self.rsv_paused {
+            self.rsv_paused = true;
+            out.push(QueueCmd::Pause(rsv));
+        }
+        out.push(QueueCmd::Resume(q));
+        true
+    }
+
+    /// The held flows `q` is paused for (each alone in it when paused).
+    pub fn lone_flows(&self, q: u8) -> impl Iterator<Item = u32> + '_ {
+        self.congested
+            .iter()
+            .filter(move |c| !c.in_rsv && c.home == q)
+            .map(|c| c.fid)
+    }
+
+    /// Whether `q` is paused for a held flow alone in it.
+    #[inline]
+    pub fn lone_held(&self, q: u8) -> bool {
+        !self.congested.is_empty() && self.congested.iter().any(|c| !c.in_rsv && c.home == q)
     }
 
     /// The queue paused for `fid` if it is held there (it was alone in it): a flow that
