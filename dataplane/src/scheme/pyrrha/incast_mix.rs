@@ -216,10 +216,29 @@ impl IncastMix {
             Cell::Bfc(n) => n,
             _ => self.queues,
         };
+        // Where PFC runs, and for BFC, the flows' priority is a lossless PG of a DSH MMU (DT
+        // α = 2, the paper's PFC setting). Pyrrha alone runs the paper's "shared buffer mode"
+        // (§6 "Parameters"): no PG is lossless — with nothing to pause the upstream at an
+        // XOFF, a PG's DT share and headroom are only a drop limit: a ToR's host port
+        // overflowed its insurance while its packets waited in paused IQs and the buffer had
+        // room (issue 17: 61 drops in a 0.5 ms Web Server run) — and a packet is admitted
+        // while the buffer has room, as the artefact admits without PFC (`buffer_size > size +
+        // used`): one pool, DT α at its largest (256: a queue may take all but 1/257 of what
+        // is free).
+        let alone = cell == Cell::Pyrrha { pfc: false };
         let pfc = if pfc {
             format!("pfc = {{ enable_mask = {} }}\n", 1u32 << PRIO)
         } else {
             String::new()
+        };
+        let buffer = if alone {
+            "lossless_pgs = [], lossless_share = 0.0, egress_alpha = { fraction = 256.0 }"
+                .to_string()
+        } else {
+            format!(
+                "lossless_pgs = [{PRIO}], alpha = {{ fraction = 2.0 }}, headroom_mode = \"dsh\", \
+                 response_ps = 0"
+            )
         };
         let sw = |s: &mut String, name: &str, seed: usize, ports: &[(String, u64)]| {
             let ports: Vec<String> = ports
@@ -230,8 +249,7 @@ impl IncastMix {
                 s,
                 "[[switch]]\nname = \"{name}\"\nseed = {seed}\n{scheme}{pfc}\
                  defaults = {{ delay = \"{}ps\", queues = {queues}, prio_map = [0, 0, 0, 0, 0, 0, 0, 0] }}\n\
-                 buffer = {{ buffer_bytes = {}, lossless_pgs = [{PRIO}], alpha = {{ fraction = 2.0 }}, \
-                 headroom_mode = \"dsh\", response_ps = 0 }}\n\
+                 buffer = {{ buffer_bytes = {}, {buffer} }}\n\
                  port = [{}]\n",
                 self.hop_delay_ps,
                 self.buffer_bytes,
