@@ -238,9 +238,8 @@ fn section6_workload_is_the_papers() {
 /// with at most 20 IQs per port in use (§4.5: 6–20 under stress), and Pyrrha's run lossless.
 ///
 /// Pyrrha runs with PFC beside it (as the Fig. 8 files do): Pyrrha alone, hosts honouring
-/// its per-root PAUSE, is not lossless at this scaled 2 MB buffer (1 ms of arrivals: 3225
-/// switch drops, 402 timeouts, vulnerable p99 1245.5 µs against PFC's 1173.8) — open, see
-/// issue 17. Measured with PFC beside it (this run, release): vulnerable p99 Pyrrha 856.5,
+/// its per-root PAUSE, in the paper's shared buffer mode, fills this scaled 2 MB buffer with
+/// 1 ms of arrivals (211 drops; see `section6_pyrrha_alone_is_lossless_in_shared_buffer_mode`). Measured with PFC beside it (this run, release): vulnerable p99 Pyrrha 856.5,
 /// PFC 1173.8, BFC-32 1255.8 µs; IQs at most 12. Before the scaling (the paper's 20 MB with
 /// a 72-to-1 incast) no buffer filled and the three were alike; before the fabric NICs
 /// stopped pausing behind the host stacks' backs (`host::fabric::install_on`) the PFC cell

@@ -189,6 +189,29 @@ impl IncastMix {
         }
     }
 
+    /// Bytes a host link carries per payload byte of the Poisson workload: each data packet
+    /// adds its frame overhead ([`crate::host::FRAME_OVERHEAD`]) and preamble/IFG
+    /// ([`crate::units::WIRE_OVERHEAD`]), and its ACK, as large, comes back on the link of a
+    /// host that sends as much as it receives. `load` is offered payload, as the paper's
+    /// artefact offers it (`lambda = bw·load/mean`): the link carries `load × wire_factor`.
+    /// The expectation of packets per flow is taken over 100 000 evenly spaced quantiles.
+    pub fn wire_factor(&self, mss: u32) -> f64 {
+        const N: u32 = 100_000;
+        let per_pkt =
+            2.0 * f64::from(crate::host::FRAME_OVERHEAD + crate::units::WIRE_OVERHEAD as u32);
+        let (mut bytes, mut pkts) = (0.0, 0.0);
+        for i in 0..N {
+            let s = self
+                .cdf
+                .quantile((f64::from(i) + 0.5) / f64::from(N))
+                .round()
+                .max(1.0);
+            bytes += s;
+            pkts += (s / f64::from(mss)).ceil();
+        }
+        (bytes + per_pkt * pkts) / bytes
+    }
+
     pub fn hosts(&self) -> usize {
         self.tors * self.hosts_per_tor
     }
