@@ -324,10 +324,12 @@ fn chart(ctx: &Ctx<'_>, stem: &str, title: &str, run: &Run, files: &mut Vec<Stri
     )
 }
 
-/// Pyrrha's §6 cell runs PFC beside it, as the Fig. 8 cells do: at the scaled 2 MB buffer
-/// Pyrrha alone (hosts honouring its per-root PAUSE, no PFC) drops packets at the switches
-/// (a 1 ms run: 3225 drops, 402 timeouts, vulnerable p99 1245.5 µs) — not lossless yet, see
-/// the report.
+/// Pyrrha's §6 cell runs PFC beside it, as the Fig. 8 cells do. Pyrrha alone (hosts
+/// honouring its per-root PAUSE, no PFC, the paper's shared buffer mode) is lossless with
+/// 0.5 ms of Web Server arrivals (`dataplane/tests/pyrrha_fidelity.rs`) and with the
+/// Memcached runs, but with 1 and 2 ms of Web Server arrivals the scaled 2 MB buffer itself
+/// fills with paused IQs (211 and 247 drops): K_pause is per IQ and not scaled with the
+/// buffer, and §4.5 leaves such losses to IRN, which the xoff host stack does not have.
 const PYRRHA_PFC: bool = true;
 
 /// How the runs differ from the paper's, for the section's setup text.
@@ -336,24 +338,59 @@ const SCALE_NOTE: &str = " Scaled from the paper's 10 ToRs × 16 hosts, 4 cores,
      event still overflows the receiver's port (`IncastMix::scaled`); the paper's 20 MB with \
      a 72-to-1 incast never fills a buffer and the three schemes are alike.";
 
-/// The full run: the scaled Clos, 2 ms of arrivals.
-fn incast_mix_full(cdf: Cdf) -> IncastMix {
-    IncastMix::scaled(cdf, 2_000_000_000)
+/// A Poisson workload of §6's incast-mix (the paper runs Memcached, Web Server and Web
+/// Search; Fig. 11).
+struct Workload {
+    name: &'static str,
+    /// `deploy/workloads/` file.
+    file: &'static str,
+    plot: &'static str,
+    /// Arrivals, full run and `--quick`, ps.
+    duration_ps: (u64, u64),
+    /// Offer the paper's 0.8 as 0.8 of the host link's wire bits (headers, preamble/IFG and
+    /// ACKs counted: [`IncastMix::wire_factor`]) rather than of payload.
+    wire_load: bool,
 }
 
-/// The `--quick` run: the scaled Clos, 0.5 ms of arrivals.
-fn incast_mix_quick(cdf: Cdf) -> IncastMix {
-    IncastMix::scaled(cdf, 500_000_000)
-}
+/// Web Server (Roy et al.): 2 ms of arrivals (0.5 ms `--quick`), 0.8 of payload (0.92 of
+/// the wire).
+const WEB_SERVER: Workload = Workload {
+    name: "Web Server",
+    file: "fb_webserver.cdf",
+    plot: "pyrrha-fig11",
+    duration_ps: (2_000_000_000, 500_000_000),
+    wire_load: false,
+};
+
+/// Memcached (Homa's W1, Atikoglu et al.'s ETC value sizes; `deploy/workloads/SOURCES.md`):
+/// flows of 181 B on average, one packet each. Offered as 0.8 of payload like Web Server,
+/// each host link would carry 1.76 of its rate (106 B of frame overhead and preamble/IFG per
+/// data packet, and an ACK as large): queues grow without end and FCTs with the run's
+/// length (25 / 50 µs of arrivals: vulnerable average 16 / 26 µs). So 0.8 of the wire,
+/// payload 0.364. 100 µs of arrivals (50 µs `--quick`), some 80 000 flows, all inside the
+/// first incast event (which takes some 300 µs to drain).
+const MEMCACHED: Workload = Workload {
+    name: "Memcached",
+    file: "memcached_etc.cdf",
+    plot: "pyrrha-fig11-memcached",
+    duration_ps: (100_000_000, 50_000_000),
+    wire_load: true,
+};
 
 /// §6's incast-mix as `xoff repro pyrrha` runs it: `quick` is the CI variant.
-fn section6_setup(quick: bool) -> Result<IncastMix> {
-    let cdf = Cdf::load(workload_file("fb_webserver.cdf"))?;
-    Ok(if quick {
-        incast_mix_quick(cdf)
+fn section6_setup(w: &Workload, quick: bool) -> Result<IncastMix> {
+    let cdf = Cdf::load(workload_file(w.file))?;
+    let d = if quick {
+        w.duration_ps.1
     } else {
-        incast_mix_full(cdf)
-    })
+        w.duration_ps.0
+    };
+    let mut mix = IncastMix::scaled(cdf, d);
+    if w.wire_load {
+        let mss = dataplane::host::StackConfig::new(0, mix.host_rate_bps, 0).mss;
+        mix.load /= mix.wire_factor(mss);
+    }
+    Ok(mix)
 }
 
 /// `deploy/workloads/NAME`, found from the working directory or the source tree.
@@ -367,13 +404,15 @@ fn workload_file(name: &str) -> std::path::PathBuf {
         .join(rel)
 }
 
-/// §6.1 Fig. 11: Pyrrha, PFC and BFC-32 on the incast-mix; rows, plot and log.
+/// §6.1 Fig. 11: Pyrrha, PFC and BFC-32 on the incast-mix with workload `w`; rows, plot and
+/// log.
 fn section6(
     ctx: &Ctx<'_>,
     log: &mut String,
     files: &mut Vec<String>,
+    w: &Workload,
 ) -> Result<(Vec<Row>, String)> {
-    let mix = section6_setup(ctx.quick)?;
+    let mix = section6_setup(w, ctx.quick)?;
     let cells = [Cell::Pyrrha { pfc: PYRRHA_PFC }, Cell::Pfc, Cell::Bfc(32)];
     let mut res = Vec::new();
     for c in cells {
@@ -381,11 +420,12 @@ fn section6(
         let r = mix.run(c)?;
         let _ = writeln!(
             log,
-            "§6 {}: vulnerable avg {:.1} p99 {:.1} µs ({} flows; < 100 KB: p99 {:.1} µs), \
+            "§6 {} {}: vulnerable avg {:.1} p99 {:.1} µs ({} flows; < 100 KB: p99 {:.1} µs), \
              background avg {:.1} p99 {:.1} µs ({}), incast avg {:.1} p99 {:.1} µs ({}); {} \
              incomplete, {} timeouts, {} retransmissions, {} switch drops, {} PFC frames and \
              {} signals at hosts, IQs max {}, roots {}, merges {}; {:.2} ms virtual, {} events, \
              {:.1} s",
+            w.name,
             r.cell,
             r.vulnerable.avg_us,
             r.vulnerable.p99_us,
@@ -415,9 +455,12 @@ fn section6(
     let (py, pfc, bfc) = (&res[0], &res[1], &res[2]);
     write_chart(
         ctx.out,
-        "pyrrha-fig11",
+        w.plot,
         &Bars {
-            title: "Pyrrha §6.1 Fig. 11: FCT, average (solid) and p99 (light)",
+            title: &format!(
+                "Pyrrha §6.1 Fig. 11, {}: FCT, average (solid) and p99 (light)",
+                w.name
+            ),
             x: "flows",
             y: "FCT (µs)",
             categories: vec!["vulnerable".into(), "background".into(), "incast".into()],
@@ -439,7 +482,7 @@ fn section6(
     let rows = vec![
         Row::new(
             "§6.1 Fig. 11",
-            "vulnerable-flow p99 FCT, PFC / Pyrrha",
+            &format!("vulnerable-flow p99 FCT, PFC / Pyrrha ({})", w.name),
             quote,
             pfc.vulnerable.p99_us / py.vulnerable.p99_us,
             "x",
@@ -456,7 +499,7 @@ fn section6(
         )),
         Row::new(
             "§6.1 Fig. 11",
-            "vulnerable-flow p99 FCT, BFC-32 / Pyrrha",
+            &format!("vulnerable-flow p99 FCT, BFC-32 / Pyrrha ({})", w.name),
             quote,
             bfc.vulnerable.p99_us / py.vulnerable.p99_us,
             "x",
@@ -471,7 +514,7 @@ fn section6(
         )),
         Row::new(
             "§6.1 Fig. 11",
-            "vulnerable-flow average FCT, PFC / Pyrrha",
+            &format!("vulnerable-flow average FCT, PFC / Pyrrha ({})", w.name),
             "\"the average FCT of uncongested flows is reduced by 42.8%-98.2%\" (abstract)",
             pfc.vulnerable.avg_us / py.vulnerable.avg_us,
             "x",
@@ -479,7 +522,7 @@ fn section6(
         .check(Check::AtLeast(1.0)),
         Row::new(
             "§4.5, §6",
-            "IQs in use on any switch port, at most",
+            &format!("IQs in use on any switch port, at most ({})", w.name),
             "\"The IQ utilization ranges from 6-20\"; \"only uses a dozen of IQs in most cases\"",
             py.iqs_max as f64,
             "",
@@ -487,13 +530,16 @@ fn section6(
         .check(Check::AtMost(20.0)),
         Row::holds(
             "§6",
-            "every flow of the three runs completes",
+            &format!("every flow of the three runs completes ({})", w.name),
             "FCTs of every flow",
             res.iter().all(|r| r.incomplete == 0),
         ),
         Row::holds(
             "§6",
-            "Pyrrha's run is lossless: no switch drop, no timeout",
+            &format!(
+                "Pyrrha's run is lossless: no switch drop, no timeout ({})",
+                w.name
+            ),
             "lossless flow control",
             py.switch_drops == 0 && py.timeouts == 0,
         )
@@ -503,25 +549,38 @@ fn section6(
             py.switch_drops, py.timeouts, py.host_pfc_rx, py.host_signals_rx
         )),
     ];
+    let load = if w.wire_load {
+        let mss = dataplane::host::StackConfig::new(0, mix.host_rate_bps, 0).mss;
+        let f = mix.wire_factor(mss);
+        format!(
+            "{:.3} of payload, 0.8 of the host link's wire bits (frame overhead, preamble/IFG \
+             and ACKs counted; the paper's 0.8 of payload would load each host link {:.2}× \
+             and no queue would settle)",
+            mix.load,
+            0.8 * f
+        )
+    } else {
+        format!("{} load", mix.load)
+    };
     let setup = format!(
-        "§6 incast-mix (`dataplane/src/scheme/pyrrha/incast_mix.rs`): {} ToRs × {} hosts, {} \
-         cores, {}/{} Gbit/s, 600 ns hops, {} MB buffers, 32 queues per port; Facebook Web \
-         Server Poisson flows between racks at {} load and a {}-to-1 incast of 30–40-packet \
-         flows at {} of the receiver's link, flows arriving for {} µs; hosts run the xoff host \
-         stack (1-BDP window, no congestion control), honouring PFC (PFC cell), BFC (BFC-32) or \
-         Pyrrha's PAUSE per root (Pyrrha{}).{}",
+        "§6 incast-mix, {} (`dataplane/src/scheme/pyrrha/incast_mix.rs`, \
+         `deploy/workloads/{}`): {} ToRs × {} hosts, {} cores, {}/{} Gbit/s, 600 ns hops, {} MB \
+         buffers, 32 queues per port; Poisson flows between racks at {load} and a {}-to-1 \
+         incast of 30–40-packet flows at {} of the receiver's link, flows arriving for {} µs; \
+         hosts run the xoff host stack (1-BDP window, no congestion control), honouring PFC \
+         (PFC cell), BFC (BFC-32) or Pyrrha's PAUSE per root (Pyrrha{}).",
+        w.name,
+        w.file,
         mix.tors,
         mix.hosts_per_tor,
         mix.cores,
         mix.host_rate_bps / 1_000_000_000,
         mix.core_rate_bps / 1_000_000_000,
         mix.buffer_bytes as f64 / 1e6,
-        mix.load,
         mix.incast_flows,
         mix.incast_load,
         mix.duration_ps / 1_000_000,
         if PYRRHA_PFC { ", PFC beside it" } else { "" },
-        SCALE_NOTE
     );
     Ok((rows, setup))
 }
@@ -728,8 +787,14 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         ),
     ];
     let mut rows = rows;
-    let (rows6, setup6) = section6(ctx, &mut log, &mut files)?;
-    rows.extend(rows6);
+    let mut setup6 = String::new();
+    for w in [&WEB_SERVER, &MEMCACHED] {
+        let (r, s) = section6(ctx, &mut log, &mut files, w)?;
+        rows.extend(r);
+        setup6.push_str(&s);
+        setup6.push(' ');
+    }
+    setup6.push_str(SCALE_NOTE.trim_start());
     Ok(Section {
         title: "Pyrrha (congestion-root-based flow control)".into(),
         setup: format!(
@@ -749,7 +814,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
             "pyrrha-fig10b",
             "pyrrha-fig24",
             "pyrrha-fig24-iqs",
-            "pyrrha-fig11",
+            WEB_SERVER.plot,
+            MEMCACHED.plot,
         ]
         .map(|p| format!("{p}.svg"))
         .to_vec(),

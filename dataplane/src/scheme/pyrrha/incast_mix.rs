@@ -189,6 +189,29 @@ impl IncastMix {
         }
     }
 
+    /// Bytes a host link carries per payload byte of the Poisson workload: each data packet
+    /// adds its frame overhead ([`crate::host::FRAME_OVERHEAD`]) and preamble/IFG
+    /// ([`crate::units::WIRE_OVERHEAD`]), and its ACK, as large, comes back on the link of a
+    /// host that sends as much as it receives. `load` is offered payload, as the paper's
+    /// artefact offers it (`lambda = bw·load/mean`): the link carries `load × wire_factor`.
+    /// The expectation of packets per flow is taken over 100 000 evenly spaced quantiles.
+    pub fn wire_factor(&self, mss: u32) -> f64 {
+        const N: u32 = 100_000;
+        let per_pkt =
+            2.0 * f64::from(crate::host::FRAME_OVERHEAD + crate::units::WIRE_OVERHEAD as u32);
+        let (mut bytes, mut pkts) = (0.0, 0.0);
+        for i in 0..N {
+            let s = self
+                .cdf
+                .quantile((f64::from(i) + 0.5) / f64::from(N))
+                .round()
+                .max(1.0);
+            bytes += s;
+            pkts += (s / f64::from(mss)).ceil();
+        }
+        (bytes + per_pkt * pkts) / bytes
+    }
+
     pub fn hosts(&self) -> usize {
         self.tors * self.hosts_per_tor
     }
@@ -216,10 +239,29 @@ impl IncastMix {
             Cell::Bfc(n) => n,
             _ => self.queues,
         };
+        // Where PFC runs, and for BFC, the flows' priority is a lossless PG of a DSH MMU (DT
+        // α = 2, the paper's PFC setting). Pyrrha alone runs the paper's "shared buffer mode"
+        // (§6 "Parameters"): no PG is lossless — with nothing to pause the upstream at an
+        // XOFF, a PG's DT share and headroom are only a drop limit: a ToR's host port
+        // overflowed its insurance while its packets waited in paused IQs and the buffer had
+        // room (issue 17: 61 drops in a 0.5 ms Web Server run) — and a packet is admitted
+        // while the buffer has room, as the artefact admits without PFC (`buffer_size > size +
+        // used`): one pool, DT α at its largest (256: a queue may take all but 1/257 of what
+        // is free).
+        let alone = cell == Cell::Pyrrha { pfc: false };
         let pfc = if pfc {
             format!("pfc = {{ enable_mask = {} }}\n", 1u32 << PRIO)
         } else {
             String::new()
+        };
+        let buffer = if alone {
+            "lossless_pgs = [], lossless_share = 0.0, egress_alpha = { fraction = 256.0 }"
+                .to_string()
+        } else {
+            format!(
+                "lossless_pgs = [{PRIO}], alpha = {{ fraction = 2.0 }}, headroom_mode = \"dsh\", \
+                 response_ps = 0"
+            )
         };
         let sw = |s: &mut String, name: &str, seed: usize, ports: &[(String, u64)]| {
             let ports: Vec<String> = ports
@@ -230,8 +272,7 @@ impl IncastMix {
                 s,
                 "[[switch]]\nname = \"{name}\"\nseed = {seed}\n{scheme}{pfc}\
                  defaults = {{ delay = \"{}ps\", queues = {queues}, prio_map = [0, 0, 0, 0, 0, 0, 0, 0] }}\n\
-                 buffer = {{ buffer_bytes = {}, lossless_pgs = [{PRIO}], alpha = {{ fraction = 2.0 }}, \
-                 headroom_mode = \"dsh\", response_ps = 0 }}\n\
+                 buffer = {{ buffer_bytes = {}, {buffer} }}\n\
                  port = [{}]\n",
                 self.hop_delay_ps,
                 self.buffer_bytes,
