@@ -367,13 +367,13 @@ const WEB_SERVER: Workload = Workload {
 /// each host link would carry 1.76 of its rate (106 B of frame overhead and preamble/IFG per
 /// data packet, and an ACK as large): queues grow without end and FCTs with the run's
 /// length (25 / 50 µs of arrivals: vulnerable average 16 / 26 µs). So 0.8 of the wire,
-/// payload 0.364. 100 µs of arrivals (50 µs `--quick`), some 80 000 flows, all inside the
+/// payload 0.364. 100 µs of arrivals (25 µs `--quick`, for CI time), some 80 000 flows, all inside the
 /// first incast event (which takes some 300 µs to drain).
 const MEMCACHED: Workload = Workload {
     name: "Memcached",
     file: "memcached_etc.cdf",
     plot: "pyrrha-fig11-memcached",
-    duration_ps: (100_000_000, 50_000_000),
+    duration_ps: (100_000_000, 25_000_000),
     wire_load: true,
 };
 
