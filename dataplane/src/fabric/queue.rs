@@ -12,23 +12,32 @@
 //! a 4-ary min-heap. `pop` takes the smaller of the wheel's first event and the heap's, so the
 //! order is exactly the (time, sequence) order of a single heap.
 //!
+//! The wheel stores no sequence numbers: a bucket keeps its events in time order and puts a
+//! new one after every event due at the same time or earlier, which is sequence order among
+//! equal times. Between the wheel and the heap a tie in time goes to the heap: an event goes
+//! to the heap when it is due at least [`HORIZON`] after the floor's bucket, and the floor only
+//! grows, so every heap event due at `t` was pushed before every wheel event due at `t`.
+//!
 //! Packet-level events at 100 Gbit/s come ~1 ns apart in virtual time and are scheduled at
 //! most a few µs ahead (serialization + propagation, the next frame of a source), so nearly
 //! all of them take the wheel.
 
-/// Virtual time each wheel bucket covers, ps (2^10: about a nanosecond).
+/// Virtual time each wheel bucket covers, ps (2^14: about 16 ns).
 pub const BUCKET_PS: u64 = 1 << SHIFT;
-const SHIFT: u32 = 10;
+const SHIFT: u32 = 14;
 /// Buckets in the wheel.
-const BUCKETS: usize = 4096;
+const BUCKETS: usize = 256;
 const WORDS: usize = BUCKETS / 64;
 /// How far ahead of the last event taken an event may be due and still take the wheel, ps.
 pub const HORIZON: u64 = (BUCKETS as u64) << SHIFT;
+/// Where the earliest event is when it is in the far heap.
+const FAR: usize = usize::MAX;
 
 #[derive(Debug, Clone)]
 struct Bucket<T> {
-    /// Events in key order from `head` on (those before `head` were taken).
-    items: Vec<(u128, T)>,
+    /// Events as (time, item) in (time, push) order from `head` on (those before `head`
+    /// were taken).
+    items: Vec<(u64, T)>,
     head: usize,
 }
 
@@ -38,15 +47,20 @@ pub struct EventQueue<T> {
     wheel: Box<[Bucket<T>]>,
     /// Bit `b` set: bucket `b` holds an event.
     occupied: Box<[u64; WORDS]>,
-    /// Events due at or after the wheel's horizon when they were pushed.
+    /// Events due at or after the wheel's horizon when they were pushed, keyed by
+    /// (time, sequence number).
     far: Heap<T>,
     /// Time of the last event taken: nothing may be scheduled before it.
     floor: u64,
-    /// The earliest event's key and place (wheel bucket, or `None`: the far heap), when known.
-    first: Option<(u128, Option<usize>)>,
+    /// Whether `first_t` and `first_at` name the earliest event (never while empty).
+    known: bool,
+    /// The earliest event's time and place (wheel bucket, or [`FAR`]), when `known`.
+    first_t: u64,
+    first_at: usize,
     /// Events in the wheel.
     in_wheel: usize,
     len: usize,
+    /// Sequence numbers of the far heap's keys.
     seq: u64,
 }
 
@@ -68,7 +82,9 @@ impl<T: Copy> EventQueue<T> {
             occupied: Box::new([0; WORDS]),
             far: Heap::default(),
             floor: 0,
-            first: None,
+            known: false,
+            first_t: 0,
+            first_at: FAR,
             in_wheel: 0,
             len: 0,
             seq: 0,
@@ -92,36 +108,38 @@ impl<T: Copy> EventQueue<T> {
             "event at {t} ps scheduled before {} ps",
             self.floor
         );
-        self.seq += 1;
+        let was_empty = self.len == 0;
         self.len += 1;
-        let key = (u128::from(t) << 64) | u128::from(self.seq);
         // Every event in the wheel is due in [start of the floor's bucket, that + HORIZON):
         // one lap of the ring, so a bucket never holds events of two laps.
-        let earliest = self.first.is_some_and(|(k, _)| key < k);
-        if t - (self.floor & !(BUCKET_PS - 1)) >= HORIZON {
-            self.far.push(key, item);
-            if earliest {
-                self.first = Some((key, None));
-            }
-            return;
-        }
-        let b = ((t >> SHIFT) as usize) & (BUCKETS - 1);
-        let bucket = &mut self.wheel[b];
-        let items = &mut bucket.items;
-        let mut i = items.len();
-        while i > bucket.head && items[i - 1].0 > key {
-            i -= 1;
-        }
-        if i == items.len() {
-            items.push((key, item));
+        let at = if t - (self.floor & !(BUCKET_PS - 1)) >= HORIZON {
+            self.seq += 1;
+            self.far.push((u128::from(t) << 64) | u128::from(self.seq), item);
+            FAR
         } else {
-            items.insert(i, (key, item));
-        }
-        self.occupied[b / 64] |= 1 << (b % 64);
-        self.in_wheel += 1;
-        if earliest {
-            // Before every other event, so at the head of its bucket.
-            self.first = Some((key, Some(b)));
+            let b = ((t >> SHIFT) as usize) & (BUCKETS - 1);
+            let bucket = &mut self.wheel[b];
+            let items = &mut bucket.items;
+            // After every event due at `t` or earlier: (time, push) order.
+            if items.last().is_none_or(|l| l.0 <= t) {
+                items.push((t, item));
+            } else {
+                let mut i = items.len() - 1;
+                while i > bucket.head && items[i - 1].0 > t {
+                    i -= 1;
+                }
+                items.insert(i, (t, item));
+            }
+            self.occupied[b / 64] |= 1 << (b % 64);
+            self.in_wheel += 1;
+            b
+        };
+        // A tie leaves the known first event first: it was pushed earlier, and a heap
+        // event never ties with an earlier-pushed wheel event (see the module docs).
+        if was_empty || (self.known && t < self.first_t) {
+            self.known = true;
+            self.first_t = t;
+            self.first_at = at;
         }
     }
 
@@ -151,55 +169,65 @@ impl<T: Copy> EventQueue<T> {
         None
     }
 
-    /// Key of the earliest item, and its wheel bucket (`None`: in the far heap).
+    /// Finds the earliest event (`known`); false if the queue is empty.
     #[inline]
-    fn first(&mut self) -> Option<(u128, Option<usize>)> {
-        if self.first.is_none() {
-            self.first = self.find_first();
-        }
-        self.first
+    fn find_first(&mut self) -> bool {
+        self.known || self.find_first_slow()
     }
 
-    fn find_first(&self) -> Option<(u128, Option<usize>)> {
-        let wheel = self.first_bucket().map(|b| {
-            let bk = &self.wheel[b];
-            (bk.items[bk.head].0, Some(b))
-        });
-        let far = self.far.peek_key().map(|k| (k, None));
-        match (wheel, far) {
-            (Some(w), Some(f)) => Some(if f.0 < w.0 { f } else { w }),
-            (w, f) => w.or(f),
+    #[inline(never)]
+    fn find_first_slow(&mut self) -> bool {
+        if self.len == 0 {
+            return false;
         }
+        let far = self.far.peek_key().map(|k| (k >> 64) as u64);
+        let (t, at) = match self.first_bucket() {
+            Some(b) => {
+                let bk = &self.wheel[b];
+                let tw = bk.items[bk.head].0;
+                // A tie goes to the heap (pushed earlier).
+                match far {
+                    Some(tf) if tf <= tw => (tf, FAR),
+                    _ => (tw, b),
+                }
+            }
+            None => (far.expect("a non-empty queue"), FAR),
+        };
+        self.known = true;
+        self.first_t = t;
+        self.first_at = at;
+        true
     }
 
     /// Time of the earliest item.
     #[inline]
     pub fn peek_time(&mut self) -> Option<u64> {
-        self.first().map(|(k, _)| (k >> 64) as u64)
+        self.find_first().then_some(self.first_t)
     }
 
     /// Removes the earliest item.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, T)> {
-        let (key, at) = self.first()?;
-        let item = match at {
-            Some(b) => {
-                let bk = &mut self.wheel[b];
-                let item = bk.items[bk.head].1;
-                bk.head += 1;
-                self.in_wheel -= 1;
-                if bk.head == bk.items.len() {
-                    bk.items.clear();
-                    bk.head = 0;
-                    self.occupied[b / 64] &= !(1 << (b % 64));
-                }
-                item
+        if !self.find_first() {
+            return None;
+        }
+        let (t, b) = (self.first_t, self.first_at);
+        let item = if b == FAR {
+            self.far.pop()?.1
+        } else {
+            let bk = &mut self.wheel[b];
+            let item = bk.items[bk.head].1;
+            bk.head += 1;
+            self.in_wheel -= 1;
+            if bk.head == bk.items.len() {
+                bk.items.clear();
+                bk.head = 0;
+                self.occupied[b / 64] &= !(1 << (b % 64));
             }
-            None => self.far.pop()?.1,
+            item
         };
-        self.first = None;
+        self.known = false;
         self.len -= 1;
-        let t = (key >> 64) as u64;
         self.floor = t;
         Some((t, item))
     }
