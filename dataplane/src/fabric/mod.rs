@@ -128,9 +128,8 @@ impl Ev {
     /// the port in bits 8..24; the timer's token is the second word.
     #[inline]
     fn pack(self) -> EvWords {
-        let w = |kind: u64, node: u32, port: u16| {
-            kind | u64::from(port) << 8 | u64::from(node) << 32
-        };
+        let w =
+            |kind: u64, node: u32, port: u16| kind | u64::from(port) << 8 | u64::from(node) << 32;
         match self {
             Ev::Port(s, p) => EvWords(w(0, s, p), 0),
             Ev::Ctrl(s) => EvWords(w(1, s, 0), 0),

@@ -140,7 +140,8 @@ impl<T: Copy> EventQueue<T> {
         // one lap of the ring, so a bucket never holds events of two laps.
         let at = if t - (self.floor & !(BUCKET_PS - 1)) >= HORIZON {
             self.seq += 1;
-            self.far.push((u128::from(t) << 64) | u128::from(self.seq), item);
+            self.far
+                .push((u128::from(t) << 64) | u128::from(self.seq), item);
             FAR
         } else {
             let b = ((t >> SHIFT) as usize) & (BUCKETS - 1);

@@ -172,7 +172,11 @@ impl Switch {
     /// The frame the emulated wire of `port` releases next, if any.
     #[inline]
     pub fn next_on_wire(&self, port: u16) -> Option<crate::frame::FrameId> {
-        self.egress.get(usize::from(port))?.as_ref()?.link.next_frame()
+        self.egress
+            .get(usize::from(port))?
+            .as_ref()?
+            .link
+            .next_frame()
     }
 
     /// The next time `port` needs `service` (None: idle until something arrives).
