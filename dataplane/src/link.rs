@@ -109,6 +109,12 @@ impl Link {
         self.wire.front().map(|f| f.release)
     }
 
+    /// The frame the wire releases next.
+    #[inline]
+    pub fn next_frame(&self) -> Option<FrameId> {
+        self.wire.front().map(|f| f.frame)
+    }
+
     /// Frames on the wire.
     pub fn in_flight(&self) -> usize {
         self.wire.len()

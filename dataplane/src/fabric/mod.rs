@@ -116,6 +116,44 @@ enum Ev {
     Probe,
 }
 
+/// An [`Ev`] as the event queue keeps it: two words, which travel in registers. The enum
+/// itself (fields of mixed widths) was built on the stack in narrow stores and read back by
+/// the queue in one wide load, a store-forwarding stall on every push (`perf annotate`: most
+/// of `EventQueue::push`'s cycles, 8 % of the fabric's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EvWords(u64, u64);
+
+impl Ev {
+    /// Kind in the low byte of the first word, the node (switch or host) in its high half,
+    /// the port in bits 8..24; the timer's token is the second word.
+    #[inline]
+    fn pack(self) -> EvWords {
+        let w =
+            |kind: u64, node: u32, port: u16| kind | u64::from(port) << 8 | u64::from(node) << 32;
+        match self {
+            Ev::Port(s, p) => EvWords(w(0, s, p), 0),
+            Ev::Ctrl(s) => EvWords(w(1, s, 0), 0),
+            Ev::Nic(h) => EvWords(w(2, h, 0), 0),
+            Ev::Timer(h, tok) => EvWords(w(3, h, 0), tok),
+            Ev::Probe => EvWords(w(4, 0, 0), 0),
+        }
+    }
+}
+
+impl EvWords {
+    #[inline]
+    fn unpack(self) -> Ev {
+        let node = (self.0 >> 32) as u32;
+        match self.0 & 0xff {
+            0 => Ev::Port(node, (self.0 >> 8) as u16),
+            1 => Ev::Ctrl(node),
+            2 => Ev::Nic(node),
+            3 => Ev::Timer(node, self.1),
+            _ => Ev::Probe,
+        }
+    }
+}
+
 /// Work counters of a run.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct FabricStats {
@@ -143,7 +181,7 @@ pub struct Fabric {
     hosts: Vec<HostNode>,
     flows: FlowLog,
     probes: Probes,
-    heap: EventQueue<Ev>,
+    heap: EventQueue<EvWords>,
     dirty: Vec<(u32, u16)>,
     /// What the switches' pipelines emit (frames to send, ports that got work).
     out: Outputs,
@@ -245,7 +283,7 @@ impl Fabric {
 
     #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
-        self.heap.push(t, ev);
+        self.heap.push(t, ev.pack());
     }
 
     #[inline]
@@ -284,10 +322,11 @@ impl Fabric {
             if t > end {
                 break;
             }
-            let Some((t, ev)) = self.heap.pop() else {
+            let Some((t, ev)) = self.heap.pop().map(|(t, e)| (t, e.unpack())) else {
                 break;
             };
             self.clock.advance_to(t);
+            self.prefetch_next();
             self.stats.events += 1;
             self.stats.max_pending = self.stats.max_pending.max(self.heap.len() as u64 + 1);
             match ev {
@@ -319,6 +358,23 @@ impl Fabric {
                         self.push(t + self.probes.interval_ps, Ev::Probe);
                     }
                 }
+            }
+        }
+    }
+
+    /// If the next event is a port's wakeup, starts loading the headers of the frame its wire
+    /// releases next, while this event is handled: that frame has usually waited in a queue
+    /// long enough to leave the cache, and the next switch (or host) parses it first thing
+    /// (`perf`: 13 % of the 16-host fabric's cycles, 23 % of the 128-host one's, on that
+    /// first load). Only a hint to the CPU: nothing observable changes.
+    #[inline]
+    fn prefetch_next(&mut self) {
+        let Some((_, next)) = self.heap.peek() else {
+            return;
+        };
+        if let Ev::Port(s, p) = next.unpack() {
+            if let Some(f) = self.nodes[s as usize].egress.next_on_wire(p) {
+                crate::port::prefetch(&self.mem.data(f)[..64]);
             }
         }
     }
@@ -383,7 +439,7 @@ impl Fabric {
         let t = t.max(self.clock.now() + 1);
         if t < node.timer {
             node.timer = t;
-            self.heap.push(t, Ev::Ctrl(s));
+            self.heap.push(t, Ev::Ctrl(s).pack());
         }
     }
 
@@ -734,5 +790,26 @@ impl SimReport {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_survive_the_queue_words() {
+        for ev in [
+            Ev::Port(0, 0),
+            Ev::Port(u32::MAX, u16::MAX),
+            Ev::Port(7, 300),
+            Ev::Ctrl(u32::MAX),
+            Ev::Nic(5),
+            Ev::Timer(u32::MAX, u64::MAX),
+            Ev::Timer(3, 0),
+            Ev::Probe,
+        ] {
+            assert_eq!(ev.pack().unpack(), ev);
+        }
     }
 }

@@ -169,6 +169,16 @@ impl Departure<'_> {
 }
 
 impl Switch {
+    /// The frame the emulated wire of `port` releases next, if any.
+    #[inline]
+    pub fn next_on_wire(&self, port: u16) -> Option<crate::frame::FrameId> {
+        self.egress
+            .get(usize::from(port))?
+            .as_ref()?
+            .link
+            .next_frame()
+    }
+
     /// The next time `port` needs `service` (None: idle until something arrives).
     pub fn next_wakeup(&self, port: u16, now: u64) -> Option<u64> {
         let p = usize::from(port);

@@ -125,3 +125,21 @@ pub fn raise_nofile() -> io::Result<u64> {
     }
     Ok(lim.rlim_cur)
 }
+
+/// Asks the kernel to back the whole 2 MiB pages inside `mem` with transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)`), for memory read at random across many megabytes (the fabric's
+/// frame slabs), where 4 KiB pages cost a TLB miss per frame. Advice only: it changes how the
+/// kernel backs the pages, never their contents; a kernel that refuses it is ignored.
+pub fn advise_huge_pages(mem: &mut [u8]) {
+    const HUGE: usize = 2 << 20;
+    let (base, len) = (mem.as_mut_ptr() as usize, mem.len());
+    let start = base.next_multiple_of(HUGE);
+    let end = (base + len) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: [start, end) lies inside `mem`, which we borrow mutably; MADV_HUGEPAGE
+        // reads or writes no byte of it.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
