@@ -33,7 +33,7 @@ pub(crate) struct PgState {
     pub absorbed_peak: u32,
     /// Cells absorbed over every pause that ended (summed at XON): with `xon`, the typical
     /// pause's absorption beside the worst one's (`absorbed_peak`).
-    pub absorbed_total: u64,
+    pub absorbed_cells: u64,
     /// XOFF asserted toward the upstream (PFC OFF / DSH QOFF).
     pub paused: bool,
     pub pause_since_ps: u64,
@@ -663,7 +663,7 @@ impl Mmu {
         let st = &mut self.pgs[port * MAX_PGS + pg];
         st.paused = false;
         st.paused_ps += now_ps.saturating_sub(st.pause_since_ps);
-        st.absorbed_total += u64::from(st.absorbed);
+        st.absorbed_cells += u64::from(st.absorbed);
         st.xon += 1;
         self.counters.xon += 1;
         self.events.push(FcEvent::Xon { port, pg });

@@ -89,7 +89,7 @@ pub struct PgStats {
     pub absorbed_peak: u32,
     /// Cells admitted during all the pauses that ended (each from its XOFF to its XON);
     /// over `xon`, the mean pause's absorption. Not cleared with the watermarks.
-    pub absorbed_total: u64,
+    pub absorbed_cells: u64,
     pub paused: bool,
     pub xoff: u64,
     pub xon: u64,
@@ -170,7 +170,7 @@ impl Mmu {
                 peak: s.peak,
                 headroom_peak: s.headroom_peak,
                 absorbed_peak: s.absorbed_peak,
-                absorbed_total: s.absorbed_total,
+                absorbed_cells: s.absorbed_cells,
                 paused: s.paused,
                 xoff: s.xoff,
                 xon: s.xon,

@@ -348,7 +348,7 @@ fn sih_xoff_headroom_xon() {
     let pg = &m.stats().pgs[4 * 8 + 2];
     assert_eq!((pg.headroom_peak, pg.absorbed_peak), (200, 200));
     // The total counts ended pauses only: this one ends at XON.
-    assert_eq!(pg.absorbed_total, 0);
+    assert_eq!(pg.absorbed_cells, 0);
     ev.clear();
     let mut now = 10;
     while let Some(t) = held.pop() {
@@ -362,7 +362,7 @@ fn sih_xoff_headroom_xon() {
     let pg = &s.pgs[4 * 8 + 2];
     assert_eq!((pg.xoff, pg.xon, pg.paused), (1, 1, false));
     assert!(pg.paused_ps > 0);
-    assert_eq!(pg.absorbed_total, 200);
+    assert_eq!(pg.absorbed_cells, 200);
     assert_eq!(s.counters.drops.lossless(), 0);
 }
 

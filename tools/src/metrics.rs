@@ -333,8 +333,9 @@ const ID_KEYS: [&str; 5] = ["port", "pg", "queue", "prio", "pipe"];
 /// Whether a leaf named `key` (under `parent`) only ever grows. Anything else is a gauge:
 /// a counter that went down would break `rate()`, a monotonic gauge only loses a hint.
 fn is_counter(parent: &str, key: &str) -> bool {
-    const GROWING: [&str; 20] = [
+    const GROWING: [&str; 21] = [
         "sent",
+        "absorbed",
         "received",
         "xoff",
         "xon",
@@ -750,6 +751,8 @@ mod tests {
         assert!(is_counter("xoff_scheme_ports", "xoff_sent"));
         assert!(is_counter("xoff_scheme_ports", "tx_pause_us"));
         assert!(!is_counter("xoff_mmu_ports", "insurance_peak"));
+        assert!(is_counter("xoff_mmu_pgs", "absorbed_cells"));
+        assert!(!is_counter("xoff_mmu_pgs", "absorbed_peak"));
         assert!(!is_counter("xoff_mmu", "lossless_used"));
         assert!(!is_counter("xoff_mmu_ports", "paused_since_ps"));
     }

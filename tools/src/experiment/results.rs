@@ -450,7 +450,7 @@ impl CellResult {
                         let e = r.pause_absorbed_bytes.entry(key.clone()).or_default();
                         *e = (*e).max(pg.absorbed_peak * m.cell_bytes);
                         let t = ended.entry(key).or_default();
-                        t.0 += pg.absorbed_total * m.cell_bytes;
+                        t.0 += pg.absorbed_cells * m.cell_bytes;
                         t.1 += pg.xon;
                     }
                 }
@@ -477,7 +477,7 @@ struct PgView {
     lossless: bool,
     absorbed_peak: u64,
     #[serde(default)]
-    absorbed_total: u64,
+    absorbed_cells: u64,
     #[serde(default)]
     xon: u64,
 }

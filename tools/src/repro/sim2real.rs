@@ -75,7 +75,7 @@ headroom = ["sih", "dsh"]"#,
 /// 3 ms). The chain in virtual time shows the dependence: 853, 574, 504, 303, 219 and 145
 /// PAUSE frames at 0, 100, 200, 300, 500 and 983 µs of upstream lateness. So the count is
 /// compared against a second twin whose upstreams are each late by their own mean pause
-/// (`mmu::PgStats::absorbed_total` over `xon`): ratio 0.62-1.45 in 11 of 12 cells over four
+/// (`mmu::PgStats::absorbed_cells` over `xon`): ratio 0.62-1.45 in 11 of 12 cells over four
 /// runs at load 12 (2026-11-27 15:20-15:45); the twelfth, 7.2 (88 real PAUSEs against
 /// 527-761 in the other chain runs), came from a run that a stalled process broke (its chain
 /// without flow control lost nothing on real frames). 0.6 (ratio 0.4-1.6) was 0.9 while the
