@@ -930,20 +930,6 @@ impl HostStack {
         self.queues.iter().chain(bfc_queues).flatten().copied()
     }
 
-    /// Whether some NIC queue could send now if the pacer allowed (BFC mode: not paused by
-    /// the switch, with a flow the window lets out whose priority is not PFC-paused).
-    fn bfc_ready(&self, now: u64) -> bool {
-        self.bfc.as_ref().is_some_and(|b| {
-            (0..b.count()).any(|q| {
-                !b.is_paused(q)
-                    && b.queue(q).iter().any(|&i| {
-                        let f = &self.tx[i];
-                        f.sendable() && !self.paused(f.spec.prio, now) && !b.is_held(f.key)
-                    })
-            })
-        })
-    }
-
     /// Whether anything could be sent if the pacer and pauses allowed.
     fn has_work(&self) -> bool {
         !self.acks.is_empty() || self.queued().any(|i| self.tx[i].sendable())
@@ -958,25 +944,21 @@ impl HostStack {
         }
         if self.has_work() {
             let ready = self.tx_free_at.saturating_sub(self.cfg.max_lag_ps);
-            // If everything that has work is paused, wait for the earliest PFC pause to
-            // lapse; if only BFC pauses hold it, for a RESUME (or an ACK), which arrive as
-            // frames.
-            let queues_blocked = match self.bfc {
-                None => (0..8).all(|c| self.queues[c].is_empty() || self.paused(c as u8, now)),
-                Some(_) => !self.bfc_ready(now),
-            };
-            let blocked =
-                self.acks.front().is_none_or(|a| self.paused(a.prio, now)) && queues_blocked;
-            if blocked {
-                let lapse = (0..8)
-                    .filter(|&c| self.paused(c as u8, now))
-                    .map(|c| self.paused_until[c])
-                    .min();
-                if let Some(l) = lapse {
-                    upd(ready.max(l));
+            match self.paced_until(now) {
+                Some(p) => upd(ready.max(p)),
+                // Everything that could send is paused: wait for the earliest PFC pause to
+                // lapse; if only BFC pauses hold it, for a RESUME (or an ACK), which arrive as
+                // frames. (Waking before then would find nothing to send, and a wake-up at
+                // `now` is a spin: one event per picosecond until an ACK or a lapse.)
+                None => {
+                    let lapse = (0..8)
+                        .filter(|&c| self.paused(c as u8, now))
+                        .map(|c| self.paused_until[c])
+                        .min();
+                    if let Some(l) = lapse {
+                        upd(ready.max(l));
+                    }
                 }
-            } else {
-                upd(ready.max(self.paced_until(now)));
             }
         }
         // Congestion-control timers (DCQCN's α, decrease and increase timers).
@@ -1001,10 +983,11 @@ impl HostStack {
     }
 
     /// When the earliest frame that could go is let out by its flow's rate limiter: `now`
-    /// if an ACK waits or a flow is not rate-limited (always so without rate-based control).
-    fn paced_until(&self, now: u64) -> u64 {
+    /// if an ACK waits or a flow is not rate-limited (always so without rate-based control);
+    /// None if nothing could go (every ACK and sendable flow paused, held, or out of window).
+    fn paced_until(&self, now: u64) -> Option<u64> {
         if self.acks.front().is_some_and(|a| !self.paused(a.prio, now)) {
-            return now;
+            return Some(now);
         }
         let bfc = self.bfc.as_ref();
         self.queued()
@@ -1016,7 +999,6 @@ impl HostStack {
             })
             .map(|f| f.next_tx_ps)
             .min()
-            .unwrap_or(now)
     }
 
     /// The congestion-control state of flow `id` (started flows only).
