@@ -14,8 +14,10 @@ experiment runner changes the scheme per cell.
 §V-B; `MmuConfig::dsh_microbenchmark`): 8 queues per port, the 7 lossless priorities 1..=7
 scheduled by DWRR (quantum 1600 B) below queue 0, strict, for ACKs (the paper: "One queue
 is reserved for ACK packets and PAUSE/RESUME messages, and has the highest priority"; Xoff's
-PAUSE frames have a control queue of their own), all of the buffer
-lossless, 3 KB private per lossless queue, alpha = 1/16, no software response term, headroom
+PAUSE frames have a control queue of their own), 63/64 of the buffer lossless and 1/64 the
+lossy pool for queue 0's ACKs (the paper's ns-3 switch, HPCC's, admits its highest-priority
+queue outside the MMU; Xoff's MMU accounts every frame, and with no lossy pool it dropped every
+ACK), 3 KB private per lossless queue, alpha = 1/16, no software response term, headroom
 exactly as Eq. (3)/(4), PFC on priorities 1..=7 (--buffer and --queues still apply).
 """
 import argparse
@@ -44,6 +46,10 @@ if o.dsh_tomahawk:
       f"{o.queues} queues per port, priorities 1-7 lossless (DWRR, quantum 1600 B) with PFC,")
     w("# queue 0 strict for ACKs, 3 KB private per lossless queue, alpha = 1/16, "
       "headroom exactly Eq. (3)/(4).")
+    w("# 1/64 of the buffer is the lossy pool, for the ACK queue: the paper's ns-3 switch (HPCC's) "
+      "admits its")
+    w("# highest-priority queue outside the MMU; with all of the buffer lossless every ACK was "
+      "dropped.")
 else:
     w(f"# {o.buffer / 1e6:g} MB shared buffer per switch (DSH headroom, priority 3 lossless), "
       f"{o.queues} queues per port, PFC on priority 3.")
@@ -52,7 +58,7 @@ w("")
 if o.dsh_tomahawk:
     sw = (f'defaults = {{ rate = "{o.rate}", delay = "{o.delay}", queues = {o.queues}, '
           f'scheduler = "drr", quantum = 1600, strict = [0] }}\n'
-          f"buffer = {{ buffer_bytes = {o.buffer}, lossless_share = 1.0, "
+          f"buffer = {{ buffer_bytes = {o.buffer}, lossless_share = 0.984375, "
           f"lossless_pgs = [1, 2, 3, 4, 5, 6, 7], headroom_mode = \"dsh\", response_ps = 0, "
           f"headroom_mtu_slack = false, small_packet_percentage = 0 }}\n"
           f"pfc = {{ enable_mask = 254 }}")
