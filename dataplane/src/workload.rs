@@ -342,6 +342,9 @@ impl IncastSpec {
 pub struct IncastMix {
     pub hosts: u32,
     pub fan_in: u32,
+    /// The rack (leaf) of every host: when given, an event's senders are drawn only from other
+    /// racks than its receiver's (DSH §V-B: "in different racks from the receiver").
+    pub racks: Option<Vec<u32>>,
     pub size_min: u64,
     pub size_max: u64,
     /// Offered load per host, fraction of `rate_bps`.
@@ -361,6 +364,11 @@ impl IncastMix {
         if n == 0 || self.load <= 0.0 {
             return flows;
         }
+        let other_rack = |h: u32, rx: u32| {
+            self.racks
+                .as_ref()
+                .is_none_or(|r| r.get(h as usize) != r.get(rx as usize))
+        };
         let mean_event = f64::from(n) * (self.size_min + self.size_max) as f64 / 2.0;
         // Events share the load of every host: one event every mean_event bytes of it.
         let gap =
@@ -370,9 +378,12 @@ impl IncastMix {
         while t < self.duration_ps as f64 {
             let rx = rng.upto(u64::from(self.hosts) - 1) as u32;
             let size = self.size_min + rng.upto(self.size_max.saturating_sub(self.size_min));
-            // `n` distinct senders other than the receiver: a partial Fisher-Yates shuffle.
-            let mut pool: Vec<u32> = (0..self.hosts).filter(|&h| h != rx).collect();
-            for k in 0..n as usize {
+            // `n` distinct senders other than the receiver (and outside its rack if `racks`):
+            // a partial Fisher-Yates shuffle.
+            let mut pool: Vec<u32> = (0..self.hosts)
+                .filter(|&h| h != rx && other_rack(h, rx))
+                .collect();
+            for k in 0..(n as usize).min(pool.len()) {
                 let j = k + rng.upto((pool.len() - 1 - k) as u64) as usize;
                 pool.swap(k, j);
                 flows.push(FlowSpec {
@@ -476,6 +487,7 @@ mod tests {
         let m = IncastMix {
             hosts: 128,
             fan_in: 100,
+            racks: None,
             size_min: 50_000,
             size_max: 200_000,
             load: 0.05,
@@ -503,5 +515,28 @@ mod tests {
         assert_eq!(f, m.generate(7, 0), "a pure function of the seed");
         let c = combine(f.clone(), vec![], 5);
         assert_eq!((c[0].id, c.len()), (5, f.len()));
+    }
+
+    /// With racks, every event's senders sit outside its receiver's rack (DSH §V-B).
+    #[test]
+    fn incast_mix_senders_from_other_racks() {
+        let m = IncastMix {
+            hosts: 32,
+            fan_in: 16,
+            racks: Some((0..32).map(|h| h / 16).collect()),
+            size_min: 64_000,
+            size_max: 64_000,
+            load: 0.1,
+            rate_bps: 100_000_000_000,
+            prio: 1,
+            duration_ps: 1_000_000_000,
+            start_ps: 0,
+        };
+        let f = m.generate(3, 0);
+        assert!(f.len() >= 16 * 10, "{} flows", f.len());
+        assert!(f.iter().all(|x| x.src / 16 != x.dst / 16));
+        // Without racks, the same draws pick same-rack senders too.
+        let any = IncastMix { racks: None, ..m }.generate(3, 0);
+        assert!(any.iter().any(|x| x.src / 16 == x.dst / 16));
     }
 }

@@ -33,7 +33,9 @@
 //!
 //! A `load` workload may carry an incast on top (`[workload.incast]`: `load`, `fan_in`,
 //! `size_min`, `size_max`; [`dataplane::workload::IncastMix`]), as Aquarius §4's "70 % load + 5 % 100-to-1
-//! incast".
+//! incast". `total` instead of `load` gives the incasts what the cell's background load leaves
+//! of a total (DSH §V-B: total 0.9, background swept by matrix `load`); `senders =
+//! "other-racks"` draws an event's senders outside its receiver's rack.
 //!
 //! End-host congestion control (issue 19): matrix key `cc` (or `host.cc` for every cell):
 //! `none`, `window` (the default), `dcqcn`, `dctcp`, `hpcc` (`dataplane::host::cc`); `xoff

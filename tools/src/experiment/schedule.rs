@@ -17,6 +17,28 @@ fn host_index(topo: &Topology, name: &str, key: &str, f: &str) -> Result<u32> {
         .ok_or_else(|| anyhow!("{f}: {key}: no host named `{name}` in the topology"))
 }
 
+/// The rack of every host: the index of the switch its link attaches to (hosts without a link
+/// each get a rack of their own).
+fn host_racks(topo: &Topology) -> Vec<u32> {
+    let n = topo.switches.len() as u32;
+    topo.hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let peer = topo.links.iter().find_map(|l| match (&l.a, &l.b) {
+                (a, b) if *a == h.name => Some(b),
+                (a, b) if *b == h.name => Some(a),
+                _ => None,
+            });
+            peer.and_then(|p| {
+                let sw = p.split(':').next()?;
+                topo.switches.iter().position(|s| s.name == sw)
+            })
+            .map_or(n + i as u32, |s| s as u32)
+        })
+        .collect()
+}
+
 /// The flows of one cell: the plan's workload on the cell's topology `topo`, for `seed`, with
 /// a load workload's offered load replaced by `load` (matrix key `load`) if given.
 pub(super) fn schedule(
@@ -112,9 +134,22 @@ pub(super) fn schedule(
             if lo == 0 || lo > hi {
                 bail!("{f}: workload.incast: size_min must be positive and at most size_max");
             }
-            if !(ic.load > 0.0 && ic.load <= 1.0) || ic.fan_in == 0 {
-                bail!("{f}: workload.incast: load in (0, 1] and fan_in ≥ 1");
+            let ic_load = match (ic.load, ic.total) {
+                (Some(l), None) => l,
+                (None, Some(t)) => t - load,
+                _ => bail!("{f}: workload.incast: give either load or total"),
+            };
+            if !(ic_load > 0.0 && ic_load <= 1.0) || ic.fan_in == 0 {
+                bail!(
+                    "{f}: workload.incast: load {ic_load} (total minus the background load) \
+                     must be in (0, 1], and fan_in ≥ 1"
+                );
             }
+            let racks = match ic.senders.as_deref().unwrap_or("any") {
+                "any" => None,
+                "other-racks" => Some(host_racks(topo)),
+                o => bail!("{f}: workload.incast.senders: `{o}`: use any or other-racks"),
+            };
             if ic.fan_in as usize >= topo.hosts.len() {
                 bail!(
                     "{f}: workload.incast.fan_in: {} senders need more hosts",
@@ -124,9 +159,10 @@ pub(super) fn schedule(
             let incast = workload::IncastMix {
                 hosts: topo.hosts.len() as u32,
                 fan_in: ic.fan_in,
+                racks,
                 size_min: lo,
                 size_max: hi,
-                load: ic.load,
+                load: ic_load,
                 rate_bps: rate.max(1),
                 prio: w.prio.unwrap_or(3) & 7,
                 duration_ps: duration,
@@ -136,5 +172,44 @@ pub(super) fn schedule(
             Ok(workload::combine(flows, incast, 0))
         }
         o => bail!("{f}: workload.kind: `{o}`: use incast or load"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host's rack is the switch its link attaches to.
+    #[test]
+    fn racks_follow_links() {
+        let text = r#"
+name = "r"
+[[switch]]
+name = "leaf1"
+port = [{ name = "a" }, { name = "b" }]
+[[switch]]
+name = "leaf2"
+port = [{ name = "a" }]
+[[host]]
+name = "x"
+ip = "10.0.1.1/24"
+[[host]]
+name = "y"
+ip = "10.0.2.1/24"
+[[host]]
+name = "z"
+ip = "10.0.1.2/24"
+[[link]]
+a = "x"
+b = "leaf1:a"
+[[link]]
+a = "leaf2:a"
+b = "y"
+[[link]]
+a = "z"
+b = "leaf1:b"
+"#;
+        let topo = Topology::parse(text, std::path::Path::new("r.toml")).unwrap();
+        assert_eq!(host_racks(&topo), vec![0, 1, 0]);
     }
 }

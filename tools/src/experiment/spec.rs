@@ -60,10 +60,16 @@ pub(super) struct ExpFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct IncastMixCfg {
     /// Offered load per host, fraction of the NIC rate.
-    pub(super) load: f64,
+    pub(super) load: Option<f64>,
+    /// Instead of `load`: the total offered load, the incasts taking what the background
+    /// load (the cell's) leaves (DSH §V-B Fig. 14: total 0.9, background swept).
+    pub(super) total: Option<f64>,
     pub(super) fan_in: u32,
     pub(super) size_min: String,
     pub(super) size_max: String,
+    /// `any` (default) or `other-racks`: senders outside the receiver's rack (the switch its
+    /// link attaches to).
+    pub(super) senders: Option<String>,
 }
 
 fn default_seeds() -> Vec<u64> {

@@ -30,6 +30,7 @@ use dataplane::Topology;
 use mmu::config::HeadroomMode;
 use mmu::theory::{theorem1_dsh, theorem2_sih, BurstScenario};
 use mmu::MmuConfig;
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 const US: u64 = 1_000_000;
@@ -298,12 +299,11 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
         &mut files,
     )?;
     plots.push("dsh-fig11b.svg".to_string());
-    // §V-B is not part of `--quick`: 256 DCQCN hosts at a load of 0.9 take minutes of CPU
-    // even for 100 µs of arrivals (the host stacks' timers while DCQCN holds long flows at a
-    // low rate), far beyond CI's minute.
+    // §V-B is not part of `--quick`: 8 cells of 256 DCQCN hosts at a load of 0.9 take about 5
+    // minutes of CPU, far beyond CI's minute.
     let vb_setup = if ctx.quick {
         "§V-B (Fig. 14, `deploy/experiments/dsh-websearch.toml`) is not run under `--quick`: \
-         its 256 DCQCN hosts take minutes of CPU even for 100 µs of arrivals."
+         its 8 cells of 256 DCQCN hosts take about 5 minutes of CPU."
             .to_string()
     } else {
         let (vb_rows, vb_setup) = websearch(ctx, &mut log)?;
@@ -330,8 +330,9 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
 /// The fan-in class of `dsh-websearch.toml`; background flows are in the others.
 const FANIN_PRIO: u8 = 1;
 
-/// §V-B Fig. 14: runs `deploy/experiments/dsh-websearch.toml` (SIH and DSH cells) into
-/// `OUT/dsh-websearch/`; returns its rows and a sentence for the section's setup.
+/// §V-B Fig. 14: runs `deploy/experiments/dsh-websearch.toml` (SIH and DSH at every
+/// background load of the sweep) into `OUT/dsh-websearch/`; returns its rows and a sentence for
+/// the section's setup.
 fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
     let file = experiment_file("dsh-websearch.toml");
     let t0 = std::time::Instant::now();
@@ -341,14 +342,15 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
         &RunOpts {
             duration: None,
             seeds: None,
-            // The two cells share nothing: both cores.
+            // The cells share nothing: both cores.
             jobs: 2,
             shard: None,
         },
     )?;
     let wall = t0.elapsed().as_secs_f64();
-    // Per cell: mean FCT (µs) of the background and of the fan-in flows, PFC frames, sound.
-    let mut by_mode = std::collections::BTreeMap::new();
+    // Per (background load, headroom): mean FCT (µs) of the background and of the fan-in
+    // flows, PFC frames, sound (complete, lossless, audit balanced).
+    let mut cells = std::collections::BTreeMap::new();
     for (c, fl) in res.cells.iter().zip(&flows) {
         let mean = |fanin: bool| {
             let v: Vec<f64> = fl
@@ -367,76 +369,145 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
             log,
             "dsh-websearch {}: {} flows, {} completed; background {nbg} flows, mean FCT {bg:.1} \
              µs; fan-in {nfi} flows, mean FCT {fi:.1} µs; PFC frames {}; switch drops {}; \
-             peak queue {} B; lossless lost {}",
+             retransmitted {}; peak queue {} B; lossless lost {}",
             c.cell,
             c.summary.flows,
             c.summary.completed,
             c.pfc_pause_frames,
             c.switch_drops.values().sum::<u64>(),
+            c.summary.retx,
             c.max_queue_bytes,
             c.audit.lossless_lost
         );
-        let mode = c.params.get("headroom").cloned().unwrap_or_default();
-        by_mode.insert(mode, (bg, fi, c.pfc_pause_frames, sound));
+        let p = |k: &str| c.params.get(k).cloned().unwrap_or_default();
+        cells.insert(
+            (p("load"), p("headroom")),
+            (bg, fi, c.pfc_pause_frames, sound),
+        );
     }
-    let get = |m: &str| {
-        by_mode
-            .get(m)
-            .copied()
-            .with_context(|| format!("dsh-websearch: no {m} cell"))
-    };
-    let (sih, dsh) = (get("sih")?, get("dsh")?);
+    let loads: Vec<String> = cells
+        .keys()
+        .map(|(l, _)| l.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let quote = "\"With DCQCN, DSH can reduce the average FCTs of background traffic and fan-in \
                  traffic by up to 10.1% and 43.3%, respectively\"";
-    let rows = vec![
+    let mut rows = Vec::new();
+    let (mut bg_ratios, mut fi_ratios, mut sound) = (Vec::new(), Vec::new(), true);
+    for l in &loads {
+        let get = |m: &str| {
+            cells
+                .get(&(l.clone(), m.to_string()))
+                .copied()
+                .with_context(|| format!("dsh-websearch: no {m} cell at load {l}"))
+        };
+        let (sih, dsh) = (get("sih")?, get("dsh")?);
+        bg_ratios.push((l.clone(), dsh.0 / sih.0));
+        fi_ratios.push((l.clone(), dsh.1 / sih.1));
+        sound &= sih.3 && dsh.3;
+        rows.push(
+            Row::new(
+                "§V-B Fig. 14",
+                &format!(
+                    "background load {l} (fan-in {:.1}): fan-in (16 × 64 KB) average FCT, DSH / \
+                     SIH ({:.1} / {:.1} µs)",
+                    0.9 - l.parse::<f64>().unwrap_or(0.0),
+                    dsh.1,
+                    sih.1
+                ),
+                "\"both fan-in flows and background flows can benefit from DSH\"",
+                dsh.1 / sih.1,
+                "x",
+            )
+            .check(Check::AtMost(1.0)),
+        );
+        rows.push(
+            Row::new(
+                "§V-B",
+                &format!(
+                    "background load {l}: PFC PAUSE frames, DSH / SIH ({} / {})",
+                    dsh.2, sih.2
+                ),
+                "\"DSH can provide more footroom to absorb transient bursty traffic and avoid \
+                 PFC messages\"",
+                dsh.2 as f64 / (sih.2 as f64).max(1.0),
+                "x",
+            )
+            .check(Check::AtMost(1.0)),
+        );
+    }
+    let best = |v: &[(String, f64)]| {
+        v.iter()
+            .cloned()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or_default()
+    };
+    let list = |v: &[(String, f64)]| {
+        v.iter()
+            .map(|(l, r)| format!("{r:.3} at {l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (fb, bb) = (best(&fi_ratios), best(&bg_ratios));
+    rows.push(
         Row::new(
             "§V-B Fig. 14",
             &format!(
-                "background (web search) average FCT, DSH / SIH ({:.1} / {:.1} µs)",
-                dsh.0, sih.0
+                "fan-in average FCT, best DSH / SIH over the sweep (background {}): {:.1} % lower",
+                fb.0,
+                (1.0 - fb.1) * 100.0
             ),
             quote,
-            dsh.0 / sih.0,
+            fb.1,
+            "x",
+        )
+        .check(Check::AtMost(1.0 - 0.433))
+        .note(format!(
+            "the paper's \"up to 43.3%\" is the best point of its sweep, so the band is that \
+             reduction or more; per load: {}",
+            list(&fi_ratios)
+        )),
+    );
+    rows.push(
+        Row::new(
+            "§V-B Fig. 14",
+            &format!(
+                "background (web search) average FCT, best DSH / SIH over the sweep \
+                 (background {}): {:.1} % lower",
+                bb.0,
+                (1.0 - bb.1) * 100.0
+            ),
+            quote,
+            bb.1,
             "x",
         )
         .check(Check::AtMost(1.0))
-        .note(
-            "the paper's \"up to\" is the best point of its load sweep: the band is the ordering",
-        ),
-        Row::new(
-            "§V-B Fig. 14",
-            &format!(
-                "fan-in (16 × 64 KB) average FCT, DSH / SIH ({:.1} / {:.1} µs)",
-                dsh.1, sih.1
-            ),
-            quote,
-            dsh.1 / sih.1,
-            "x",
-        )
-        .check(Check::AtMost(1.0)),
-        Row::new(
-            "§V-B",
-            &format!("PFC PAUSE frames, DSH / SIH ({} / {})", dsh.2, sih.2),
-            "\"DSH can provide more footroom to absorb transient bursty traffic and avoid PFC \
-             messages\"",
-            dsh.2 as f64 / (sih.2 as f64).max(1.0),
-            "x",
-        )
-        .check(Check::AtMost(1.0)),
-        Row::holds(
-            "§V-B",
-            "both cells lossless (audit balanced, nothing of priorities 1-7 lost), every flow \
-             completes",
-            "PFC keeps the lossless classes lossless",
-            sih.3 && dsh.3,
-        ),
-    ];
+        .note(format!(
+            "the band is the ordering at the best point; the paper's 10.1 % is not reached. Per \
+             load: {} (above 1 where the fan-in is heaviest; there DSH, pausing less, holds \
+             more of the bursts in the switch (peak queues in the log): that the background \
+             waits behind them is likely, not traced)",
+            list(&bg_ratios)
+        )),
+    );
+    rows.push(Row::holds(
+        "§V-B",
+        "every cell lossless (audit balanced, nothing of priorities 1-7 lost), every flow \
+         completes",
+        "PFC keeps the lossless classes lossless",
+        sound,
+    ));
     let setup = format!(
         "§V-B: `deploy/experiments/dsh-websearch.toml`, the paper's 256-server leaf-spine (16 \
-         leaves × 16, 16 spines, 100 Gbit/s, 2 µs) with the §V-A switch, DCQCN, web-search \
-         background 0.8 + fan-in 0.1 of every NIC (the paper's total 0.9), flows start for {} \
-         (the run is the only thing scaled), {wall:.0} s for both cells.",
-        experiment_duration("dsh-websearch.toml")?
+         leaves × 16, 16 spines, 100 Gbit/s, 2 µs) with the §V-A switch (1/64 of the buffer \
+         the lossy pool of the ACK queue), DCQCN, web-search background at loads {} of every \
+         NIC and 16-to-1 × 64 KB fan-in from other racks taking the rest of the paper's total \
+         0.9, flows start for {} (the run is the only thing scaled), {wall:.0} s for the {} \
+         cells.",
+        loads.join(", "),
+        experiment_duration("dsh-websearch.toml")?,
+        res.cells.len()
     );
     Ok((rows, setup))
 }
