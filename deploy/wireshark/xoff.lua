@@ -10,7 +10,9 @@
 --       0x22 MERGE                 old root switch, port (u16), old hops, new hops (u8),
 --                                  new root switch, port (u16)   (Pyrrha, flowctl/src/pyrrha/wire.rs)
 --       0x30 FEEDBACK              edge u16, n u8, reserved u8, n x (path u16, t_pd ns u32,
---                                  utilisation per mille u16)  (Proteus, flowctl/src/wire/proteus.rs)
+--                                  utilisation per mille u16, arrival frontier: send time ns
+--                                  of the path's latest arrival u32)
+--                                  (Proteus, flowctl/src/wire/proteus.rs)
 --   EtherType 0x88B6  Xoff data shim: byte 0 = version (high nibble) | flags (low nibble)
 --       version 1 (flowctl/src/wire/shim.rs): upstreamQ u8, then the original EtherType
 --       version 2 (Proteus): reserved u8, path + 3 alternatives (4 x 12 bits, 0xFFF none),
@@ -67,7 +69,8 @@ local pr_reserved = ProtoField.uint8("xoffproteus.reserved", "Reserved")
 local pr_path = ProtoField.uint16("xoffproteus.path", "Path")
 local pr_tpd = ProtoField.uint32("xoffproteus.t_pd_ns", "One-way delay (ns)")
 local pr_u = ProtoField.uint16("xoffproteus.u_permille", "Utilisation (per mille)")
-pro.fields = { pr_edge, pr_n, pr_reserved, pr_path, pr_tpd, pr_u }
+local pr_arr = ProtoField.uint32("xoffproteus.arrived_ns", "Arrived up to send time (ns)")
+pro.fields = { pr_edge, pr_n, pr_reserved, pr_path, pr_tpd, pr_u, pr_arr }
 
 local function short(t, pinfo, what)
     t:add_proto_expert_info(e_short)
@@ -107,14 +110,15 @@ local function proteus(buf, pinfo, tree)
     t:add(pr_edge, buf(2, 2))
     t:add(pr_n, buf(4, 1))
     t:add(pr_reserved, buf(5, 1))
-    if buf:len() < 6 + 8 * n then return short(t, pinfo, "PROTEUS FEEDBACK") end
+    if buf:len() < 6 + 12 * n then return short(t, pinfo, "PROTEUS FEEDBACK") end
     for i = 0, n - 1 do
-        local o = 6 + 8 * i
-        local e = t:add(buf(o, 8), string.format("Path %d: %d ns, %d per mille",
-            buf(o, 2):uint(), buf(o + 2, 4):uint(), buf(o + 6, 2):uint()))
+        local o = 6 + 12 * i
+        local e = t:add(buf(o, 12), string.format("Path %d: %d ns, %d per mille, arrived to %d ns",
+            buf(o, 2):uint(), buf(o + 2, 4):uint(), buf(o + 6, 2):uint(), buf(o + 8, 4):uint()))
         e:add(pr_path, buf(o, 2))
         e:add(pr_tpd, buf(o + 2, 4))
         e:add(pr_u, buf(o + 6, 2))
+        e:add(pr_arr, buf(o + 8, 4))
     end
     pinfo.cols.info = string.format("PROTEUS FEEDBACK edge %d, %d paths", buf(2, 2):uint(), n)
 end

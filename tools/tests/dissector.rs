@@ -54,6 +54,7 @@ const FIELDS: &[&str] = &[
     "xoffproteus.path",
     "xoffproteus.t_pd_ns",
     "xoffproteus.u_permille",
+    "xoffproteus.arrived_ns",
     "xoffshim.version",
     "xoffshim.flags",
     "xoffshim.upstream_q",
@@ -175,6 +176,7 @@ fn signal(f: &[u8], m: &mut BTreeMap<&'static str, Val>) -> Kind {
         m.insert("xoffproteus.path", col(|e| u64::from(e.path)));
         m.insert("xoffproteus.t_pd_ns", col(|e| u64::from(e.t_pd_ns)));
         m.insert("xoffproteus.u_permille", col(|e| u64::from(e.u_permille)));
+        m.insert("xoffproteus.arrived_ns", col(|e| u64::from(e.arrived_ns)));
         return "Proteus FEEDBACK";
     }
     let r = SignalRepr::parse(&SigFrame::new_unchecked(f)).expect("Xoff signal");
@@ -419,11 +421,13 @@ fn emitted_frames_every_type_every_field() {
                 path: 1,
                 t_pd_ns: 12_345,
                 u_permille: 999,
+                arrived_ns: 0x12_3456,
             },
             FeedbackEntry {
                 path: 4094,
                 t_pd_ns: 0xFFFF_FFFF,
                 u_permille: 0,
+                arrived_ns: 0,
             },
         ],
     };

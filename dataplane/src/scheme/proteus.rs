@@ -20,7 +20,8 @@
 //!   by Algorithm 2 (issue 18: moving it overtook that packet).
 //! - Feedback: the destination edge closes its meters every base RTT and sends each source edge
 //!   a feedback signal (0x88B5 type 0x30), relayed hop by hop toward it; the source edge feeds
-//!   the path tables. This is the paper's "periodic feedback frame" way; the measurement does
+//!   the path tables. With each path's measurement goes its arrival frontier (the send time of
+//!   its latest arrival), which Algorithm 1's order rule needs (issue 18). This is the paper's "periodic feedback frame" way; the measurement does
 //!   not ride on reverse data traffic (the fabric's flows are one way).
 //! - A path kicked out by Algorithm 2 is active again as soon as its egress is not paused.
 
@@ -249,6 +250,14 @@ impl ProteusScheme {
                         u64::from(e.t_pd_ns) * 1000,
                         u32::from(e.u_permille),
                     );
+                    // The frontier's 24 bits of ns, unwrapped to the latest time at or before
+                    // now; the last picosecond of that ns (one port sends at most one packet
+                    // per ns, so it names the same packet).
+                    let now_ns = now / 1000;
+                    let back = now_ns.wrapping_sub(u64::from(e.arrived_ns)) & u64::from(U24_MAX);
+                    if let Some(sent_ns) = now_ns.checked_sub(back) {
+                        src.table.confirm(PathId(e.path), sent_ns * 1000 + 999);
+                    }
                 }
             }
             self.stats.feedback_applied += 1;
@@ -470,6 +479,7 @@ impl ProteusScheme {
                     path: f.path.0,
                     t_pd_ns: (f.t_pd_ps / 1000).min(u64::from(u32::MAX)) as u32,
                     u_permille: f.u_permille as u16,
+                    arrived_ns: (f.arrived_sent_ps / 1000) as u32 & U24_MAX,
                 });
             }
             for (src, entries) in by_src {

@@ -30,10 +30,15 @@
 //!
 //! ```text
 //!  14  15    16        18     19   20                                       20 + 8n
-//! +---+-----+---------+------+----+----------------------------------------+ zero pad
-//! | 1 | 10  | edge    | n    | 0  | n × (path u16, t_pd ns u32, u ‰ u16)    | to 60 B
-//! +---+-----+---------+------+----+----------------------------------------+
+//! +---+-----+---------+------+----+--------------------------------------------------+ pad
+//! | 1 | 10  | edge    | n    | 0  | n × (path u16, t_pd ns u32, u ‰ u16, arrived u32) | 60 B
+//! +---+-----+---------+------+----+--------------------------------------------------+
 //! ```
+//!
+//! `arrived` is the path's arrival frontier: the send time (the shim's 24 bits, high byte 0)
+//! of the latest packet of the path that reached the destination edge; every packet sent on the
+//! path before it has arrived too (one FIFO per hop). The source edge's order rule needs it
+//! (issue 18, `loadbal::proteus::source`).
 //!
 //! All fields are big endian.
 
@@ -57,9 +62,9 @@ pub const ETHERTYPE_XOFF_SIGNAL: u16 = super::signal::ETHERTYPE_XOFF_SIGNAL;
 /// Signal type of Proteus feedback.
 pub const TYPE_FEEDBACK: u8 = 0x30;
 /// Bytes per feedback entry.
-pub const ENTRY_LEN: usize = 8;
-/// Entries one feedback frame may carry.
-pub const MAX_ENTRIES: usize = 128;
+pub const ENTRY_LEN: usize = 12;
+/// Entries one feedback frame may carry (20 + 120 × 12 = 1460 bytes, under a 1500-byte MTU).
+pub const MAX_ENTRIES: usize = 120;
 
 mod field {
     pub type Field = core::ops::Range<usize>;
@@ -218,6 +223,8 @@ pub struct FeedbackEntry {
     pub t_pd_ns: u32,
     /// Utilisation, per mille.
     pub u_permille: u16,
+    /// Arrival frontier: low 24 bits of the send time of the path's latest arrival, ns.
+    pub arrived_ns: u32,
 }
 
 /// A Proteus feedback signal frame.
@@ -271,6 +278,7 @@ impl FeedbackRepr {
                 path: u16::from_be_bytes([e[0], e[1]]),
                 t_pd_ns: u32::from_be_bytes([e[2], e[3], e[4], e[5]]),
                 u_permille: u16::from_be_bytes([e[6], e[7]]),
+                arrived_ns: u32::from_be_bytes([e[8], e[9], e[10], e[11]]) & U24_MAX,
             })
             .collect();
         Ok(FeedbackRepr {
@@ -306,6 +314,7 @@ impl FeedbackRepr {
             b[o..o + 2].copy_from_slice(&e.path.to_be_bytes());
             b[o + 2..o + 6].copy_from_slice(&e.t_pd_ns.to_be_bytes());
             b[o + 6..o + 8].copy_from_slice(&e.u_permille.to_be_bytes());
+            b[o + 8..o + 12].copy_from_slice(&(e.arrived_ns & U24_MAX).to_be_bytes());
         }
         len
     }
@@ -398,9 +407,10 @@ mod tests {
             f[i] = head[i];
             i += 1;
         }
-        // path 7, 12 us, 0.5; path 0x0ABC, 1 ns, 1.0
+        // path 7, 12 us, 0.5, arrived 0x010203 ns; path 0x0ABC, 1 ns, 1.0, arrived 0
         let e = [
-            0, 7, 0, 0, 0x2e, 0xe0, 0x01, 0xf4, 0x0a, 0xbc, 0, 0, 0, 1, 0x03, 0xe8,
+            0, 7, 0, 0, 0x2e, 0xe0, 0x01, 0xf4, 0, 1, 2, 3, 0x0a, 0xbc, 0, 0, 0, 1, 0x03, 0xe8, 0,
+            0, 0, 0,
         ];
         let mut j = 0;
         while j < e.len() {
@@ -422,12 +432,14 @@ mod tests {
                 FeedbackEntry {
                     path: 7,
                     t_pd_ns: 12_000,
-                    u_permille: 500
+                    u_permille: 500,
+                    arrived_ns: 0x01_0203,
                 },
                 FeedbackEntry {
                     path: 0xABC,
                     t_pd_ns: 1,
-                    u_permille: 1000
+                    u_permille: 1000,
+                    arrived_ns: 0,
                 },
             ]
         );
@@ -439,7 +451,7 @@ mod tests {
         assert!(!FeedbackRepr::is_feedback(&bad));
         assert_eq!(FeedbackRepr::parse(&bad), Err(Error::UnknownOpcode));
         bad = FEEDBACK;
-        bad[18] = 6; // 6 entries need 68 bytes
+        bad[18] = 4; // 4 entries need 68 bytes
         assert_eq!(FeedbackRepr::parse(&bad), Err(Error::Truncated));
     }
 }

@@ -12,6 +12,11 @@
 //! "PFC pausing" (`u_link` < 1) and never as congested, and would make SelectPath's
 //! undetermined rule (max `u_link`) prefer the path this source already loads most.
 //!
+//! With each measurement goes the path's arrival frontier: the send time of the latest packet
+//! that arrived on it. A path is one FIFO queue per hop (one lossless class), so every packet
+//! sent on it before then has arrived too; the source edge's order rule uses it
+//! ([`super::source`]).
+//!
 //! A period in which a path delivered nothing keeps its last `t_pd`; its `u_link` is its link's
 //! (0 if nothing came over the link: a path paused for a whole period looks idle by
 //! utilisation, which is why Table II needs the delay as well).
@@ -24,6 +29,10 @@ pub struct Feedback {
     pub path: PathId,
     pub t_pd_ps: u64,
     pub u_permille: u32,
+    /// Send time of the latest packet of the path that arrived here, ps (the arrival
+    /// frontier: a path is one FIFO queue per hop, so every packet sent on it before this one
+    /// has arrived too).
+    pub arrived_sent_ps: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,6 +43,8 @@ struct Acc {
     delay_sum: u64,
     n: u64,
     t_pd: u64,
+    /// Send time of the latest arrival, ps.
+    last_sent: u64,
 }
 
 /// The destination edge's meters, one per path id that arrived here.
@@ -72,6 +83,7 @@ impl PathMeter {
         a.link = link;
         a.delay_sum += now.saturating_sub(sent_ps);
         a.n += 1;
+        a.last_sent = a.last_sent.max(sent_ps);
         self.on_link_bytes(link, bytes);
     }
 
@@ -128,6 +140,7 @@ impl PathMeter {
                 path: PathId(i as u16),
                 t_pd_ps: a.t_pd,
                 u_permille: u,
+                arrived_sent_ps: a.last_sent,
             });
             a.delay_sum = 0;
             a.n = 0;
@@ -245,12 +258,14 @@ mod tests {
                 Feedback {
                     path: PathId(1),
                     t_pd_ps: 20 * US,
-                    u_permille: 1000
+                    u_permille: 1000,
+                    arrived_sent_ps: 0,
                 },
                 Feedback {
                     path: PathId(3),
                     t_pd_ps: 5 * US,
-                    u_permille: 500
+                    u_permille: 500,
+                    arrived_sent_ps: US,
                 },
             ]
         );
@@ -259,6 +274,10 @@ mod tests {
         m.close(20 * US, &mut out);
         assert_eq!(out[1].u_permille, 0);
         assert_eq!(out[1].t_pd_ps, 5 * US);
+        assert_eq!(
+            out[1].arrived_sent_ps, US,
+            "the frontier stays where it was"
+        );
         // After an idle stretch a restart measures the next period from its own start.
         m.restart(1000 * US);
         m.on_packet(PathId(1), 1, 1000 * US, 1004 * US, 25_000);

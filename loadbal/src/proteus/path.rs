@@ -85,6 +85,10 @@ pub struct PathEntry {
     pub u_permille: u32,
     /// `p_active`: false from a local reroute off this path (Algorithm 2) until PFC resumes.
     pub active: bool,
+    /// Every packet this edge sent on the path before this time (ps) has arrived at the
+    /// destination edge: the arrival frontier it fed back ([`PathTable::confirm`]); 0 until
+    /// the first.
+    pub arrived_ps: u64,
 }
 
 impl PathEntry {
@@ -99,6 +103,7 @@ impl PathEntry {
             sent_bytes: 0,
             u_permille: 0,
             active: true,
+            arrived_ps: 0,
         }
     }
 
@@ -180,6 +185,20 @@ impl PathTable {
                 let e = &mut self.paths[i];
                 e.t_pd_ps = t_pd_ps;
                 e.u_permille = u_permille.min(1000);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The destination edge confirmed that the packet of path `id` sent at `sent_ps` arrived,
+    /// and with it (one FIFO per hop) every packet sent on the path before: the frontier moves
+    /// to just past it (never back).
+    pub fn confirm(&mut self, id: PathId, sent_ps: u64) -> bool {
+        match self.index_of(id) {
+            Some(i) => {
+                let e = &mut self.paths[i];
+                e.arrived_ps = e.arrived_ps.max(sent_ps.saturating_add(1));
                 true
             }
             None => false,

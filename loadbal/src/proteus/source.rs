@@ -9,7 +9,8 @@
 //! triggered it may move only to a path `p'` whose delay is lower than `p`'s by less than the
 //! gap since the flow's previous packet (`0 < p.t_pd − p'.t_pd < t_cur − t_pre`, lines 6–8): it
 //! then arrives after that packet, so the reroute preserves order; among such paths SelectPath
-//! decides. Otherwise it stays.
+//! decides. Otherwise it stays. The second inequality is checked on the previous packet's
+//! confirmed arrival rather than on delay estimates (below).
 //!
 //! Without the trigger (the listing alone) a flow on a non-congested path hopped whenever
 //! another path's fed-back delay read a few ns lower. Those delays are period means a feedback
@@ -29,9 +30,32 @@
 //! §IV-A's table keeps it, `t_pre` is when the flow's last packet was *forwarded* (left this
 //! switch, [`ProteusSource::departed`]); while a packet of the flow is still queued here the
 //! flow stays where it is, and `p.t_pd` is the delay measured from departure (see
-//! [`super::path`]). The same holds for a switch reroute by Algorithm 2 at this edge
-//! ([`ProteusSource::order_safe`]): moving a packet past the flow's packets waiting at the
-//! paused egress is exactly what `t_td ≤ t_qd` would otherwise do.
+//! [`super::path`]).
+//!
+//! **The arrival is confirmed, not predicted (issue 18).** Beyond this switch `p.t_pd` is a
+//! period's mean fed back a trip late, and lines 6–8 are only as good as it: with them alone
+//! 0.21 % of §V-B's packets (quick run) were reordered, because the margin the rule works with
+//! (a median estimated gain of 0.13 µs, the gap between two packets of a flow at line rate) is
+//! ten times smaller than the error of the fed-back delays (a spine queue building, a PFC
+//! pause the destination edge reports only after it). No bound on that error exists under PFC
+//! (a pause may last any time), so a "conservative" version of the same inequality cannot
+//! guarantee order either. What does: the destination edge, which §III-A/§IV-C already make
+//! measure every path's delay from the packets' send times, feeds back with each measurement
+//! the path's *arrival frontier*, the send time of the latest packet of the path that arrived
+//! ([`super::PathMeter`]). A path is one FIFO queue per hop, so every packet sent on it before
+//! then has arrived too, and the source edge knows exactly whether the flow's previous packet
+//! (sent at `t_pre`) is in ([`super::PathEntry::arrived_ps`]). If it is, lines 6–8's
+//! inequality holds for every path (this packet can only arrive later), so {P'} is every path
+//! faster than `p`; if not, no move is known to keep order and the flow stays (line 13). The
+//! same holds for Algorithm 2 at this edge ([`ProteusSource::order_safe`]): moving a packet
+//! past the flow's packets waiting at the paused egress, or still in flight on the old path,
+//! is exactly what `t_td ≤ t_qd` would otherwise do. The cost is that a flow moves only after
+//! a gap of about a measurement period and a feedback trip; in a continuous line-rate stream
+//! that gap never comes, which is also where lines 6–8 (gap ~0.1 µs) almost never admitted a
+//! move. Assumed: one lossless class per path (the frontier is per path, not per class), and
+//! no reroute by Algorithm 2 downstream of the source edge (a packet moved off `p` there is
+//! not behind `p`'s frontier; in a two-tier leaf-spine the spines have a single way to the
+//! destination edge, so Algorithm 2 can only act at the source edge).
 //!
 //! The shim carries the chosen path, the next three paths in SelectPath order over all active
 //! paths (the alternatives a downstream switch reroutes to, in priority order), and the
@@ -41,10 +65,17 @@
 //! Ties among equal paths are broken by the flow key (`PathTable::select_salted`), so flows
 //! that start before any feedback spread like ECMP instead of all taking the first path.
 //!
-//! The table is direct-mapped on the flow key like the paper's hardware table (CRC-16 flow ids
-//! there, a 32-bit key here); a colliding flow evicts the entry and is treated as new.
+//! The table is hashed on the flow key like the paper's hardware table (CRC-16 flow ids there,
+//! a 32-bit key here), in sets of [`WAYS`]. A flow that misses takes a free way, else the way
+//! of a settled flow (nothing queued here, last packet confirmed arrived), else the way that
+//! sent longest ago. An evicted flow comes back as new and may take any path, which is only
+//! order-safe if it was settled: direct-mapped, two flows between the same leaves that shared a
+//! slot reordered 99 packets of §V-B's quick run once the order rule itself was exact.
 
 use super::path::{PathId, PathState, PathTable};
+
+/// Ways of a flow table set.
+pub const WAYS: usize = 4;
 
 /// What Proteus writes into a packet (the 9-byte shim of §IV-A, in host units).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,8 +133,13 @@ pub enum Prev {
     New,
     /// Still queued here: any other path could overtake it.
     Queued,
-    /// It left on path table index `path`, `gap` ps before this packet.
-    Departed { path: usize, gap: u64 },
+    /// It left on path table index `path`, `gap` ps before this packet; `arrived`: the
+    /// destination edge has confirmed it arrived (the path's arrival frontier is past it).
+    Departed {
+        path: usize,
+        gap: u64,
+        arrived: bool,
+    },
 }
 
 /// One packet's routing at the source edge.
@@ -130,36 +166,78 @@ pub struct ProteusSource {
 }
 
 impl ProteusSource {
-    /// `flow_slots` is rounded up to a power of two.
+    /// `flow_slots` is rounded up to a power of two (at least one set of [`WAYS`]).
     pub fn new(table: PathTable, flow_slots: usize) -> Self {
         ProteusSource {
             table,
-            flows: vec![FlowEntry::default(); flow_slots.max(1).next_power_of_two()],
+            flows: vec![FlowEntry::default(); flow_slots.max(WAYS).next_power_of_two()],
         }
     }
 
+    /// The first slot of `key`'s set.
     #[inline]
-    fn slot(&self, key: u32) -> usize {
+    fn set(&self, key: u32) -> usize {
         // Fibonacci hashing spreads keys that differ only in high bits.
-        (key.wrapping_mul(0x9E37_79B9) as usize) & (self.flows.len() - 1)
+        let sets = self.flows.len() / WAYS;
+        (key.wrapping_mul(0x9E37_79B9) as usize & (sets - 1)) * WAYS
+    }
+
+    /// The slot holding flow `key`, if any.
+    #[inline]
+    fn find(&self, key: u32) -> Option<usize> {
+        let b = self.set(key);
+        (b..b + WAYS).find(|&i| self.flows[i].valid && self.flows[i].key == key)
+    }
+
+    /// Whether the flow in `e` has no packet that a move could overtake: none queued here, and
+    /// the last one confirmed arrived.
+    #[inline]
+    fn settled(&self, e: &FlowEntry) -> bool {
+        e.queued == 0
+            && self
+                .table
+                .paths
+                .get(usize::from(e.path))
+                .is_some_and(|p| e.t_pre < p.arrived_ps)
+    }
+
+    /// The slot for a flow not in the table: a free way of its set, else the way whose flow
+    /// settled longest ago, else (every way holds a flow with packets in flight: rare) the
+    /// way that sent least recently.
+    #[inline]
+    fn victim(&self, key: u32) -> usize {
+        let b = self.set(key);
+        if let Some(i) = (b..b + WAYS).find(|&i| !self.flows[i].valid) {
+            return i;
+        }
+        (b..b + WAYS)
+            .min_by_key(|&i| {
+                let e = &self.flows[i];
+                (!self.settled(e), e.t_pre)
+            })
+            .unwrap_or(b)
     }
 
     /// Routes one packet of flow `key` at `now` (Algorithm 1); `None` without an active path.
     /// The packet counts as queued here until [`Self::departed`].
     #[inline]
     pub fn route(&mut self, key: u32, now: u64) -> Option<Decision> {
-        let s = self.slot(key);
+        let (s, known) = match self.find(key) {
+            Some(s) => (s, true),
+            None => (self.victim(key), false),
+        };
         let e = self.flows[s];
         let t = &self.table;
-        let known = e.valid && e.key == key;
         let prev = if !known {
             Prev::New
         } else if e.queued > 0 {
             Prev::Queued
         } else {
+            let path = usize::from(e.path);
             Prev::Departed {
-                path: usize::from(e.path),
+                path,
                 gap: now.saturating_sub(e.t_pre),
+                arrived: e.t_pre < t.paths[path].arrived_ps,
             }
         };
         let (path, alts, n_alts, rerouted) = if known {
@@ -171,12 +249,16 @@ impl ProteusSource {
             );
             match prev {
                 // §III-B.1's trigger: only off a path that is not non-congested.
-                Prev::Departed { path, gap }
-                    if t.paths[path].state(&t.params) != PathState::NonCongested =>
-                {
+                // The previous packet has arrived: lines 6–8's `p.t_pd − p'.t_pd < t_cur −
+                // t_pre` (a prediction that it arrives before this one) is known to hold for
+                // every path, so {P'} is every path faster than `p`.
+                Prev::Departed {
+                    path,
+                    arrived: true,
+                    ..
+                } if t.paths[path].state(&t.params) != PathState::NonCongested => {
                     let p = t.paths[path].delay_ps();
-                    let faster =
-                        |_: usize, q: &super::PathEntry| q.delay_ps() < p && p - q.delay_ps() < gap;
+                    let faster = |_: usize, q: &super::PathEntry| q.delay_ps() < p;
                     let (r, n) = t.select_salted(faster, key as usize);
                     if n == 0 {
                         // Line 13: no order-preserving better path, stay.
@@ -186,8 +268,8 @@ impl ProteusSource {
                         (r[0], alts, n, true)
                     }
                 }
-                // Not triggered, or a packet of the flow is still here (any move could
-                // overtake it).
+                // Not triggered, a packet of the flow is still here, or one is on its way
+                // and not yet confirmed (any move could overtake it).
                 _ => stay,
             }
         } else {
@@ -246,17 +328,15 @@ impl ProteusSource {
     }
 
     /// Whether a packet whose flow's previous packet is `prev` may take path table index `to`
-    /// and still arrive after it: the order rule of Algorithm 1 (lines 6–8), for a switch
-    /// reroute by Algorithm 2 at this edge too.
+    /// and still arrive after it: the order rule of Algorithm 1 (lines 6–8) with the arrival
+    /// confirmed rather than predicted, for a switch reroute by Algorithm 2 at this edge too.
+    /// Staying on the previous packet's path is always safe (one FIFO per hop).
     #[inline]
     pub fn order_safe(&self, prev: Prev, to: usize) -> bool {
         match prev {
             Prev::New => true,
             Prev::Queued => false,
-            Prev::Departed { path, gap } => {
-                let (p, q) = (&self.table.paths[path], &self.table.paths[to]);
-                p.delay_ps().saturating_sub(q.delay_ps()) < gap
-            }
+            Prev::Departed { path, arrived, .. } => arrived || path == to,
         }
     }
 }
@@ -267,12 +347,14 @@ impl ProteusSource {
     /// rerouted packets are sent to the same path", §III-B.2) rather than returning to the old
     /// path when PFC resumes and overtaking or being overtaken there.
     pub fn follow(&mut self, key: u32, to: PathId) {
-        let s = self.slot(key);
+        let Some(s) = self.find(key) else {
+            return;
+        };
         let Some(i) = self.table.index_of(to) else {
             return;
         };
         let e = &mut self.flows[s];
-        if e.valid && e.key == key {
+        {
             let (alts, n) = alternatives(&self.table, i, key as usize);
             e.path = i as u16;
             e.alts = alts.map(|a| a as u16);
@@ -340,50 +422,74 @@ mod tests {
         d
     }
 
+    /// Issue 18: a known flow moves only once the destination edge has confirmed that its
+    /// previous packet arrived (the path's arrival frontier is past its departure). Lines 6–8
+    /// predict that arrival from fed-back delays; here the prediction said "safe" and was not
+    /// (2 us gap, 3 us gain: the previous packet would arrive at 16 us, the moved one at
+    /// 15 us), and said "unsafe" where the packet had in fact arrived.
     #[test]
-    fn existing_flow_reroutes_only_when_order_preserving() {
+    fn existing_flow_moves_only_once_its_previous_packet_arrived() {
         let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
         assert_eq!(send(&mut s, 1, 0).shim.path, PathId(100));
-        // Path 100 slows to 16 us; 101 is 5 us faster, 102 4 us, 103 3 us.
+        // Path 100 slows to 16 us (undetermined); 101 is 5 us faster, 102 4 us, 103 3 us.
         s.table.feedback(PathId(100), 16 * US, 0);
-        // Gap 2 us: no path is faster by less than 2 us: stay (line 13).
+        // 2 us later, the first packet unconfirmed: stay, whatever the delays say.
         let d = send(&mut s, 1, 2 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
         assert_eq!(
             d.prev,
             Prev::Departed {
                 path: 0,
-                gap: 2 * US
+                gap: 2 * US,
+                arrived: false
             }
         );
-        // Gap 4.5 us (from 2 us): 103 (3 us faster) and 102 (4 us faster) qualify, 101 (5 us)
-        // would overtake the previous packet. SelectPath among {102, 103}: min delay, 102.
-        let d = send(&mut s, 1, 6 * US + US / 2);
-        assert_eq!((d.shim.path, d.rerouted), (PathId(102), true));
-        // Its alternatives rank all other active paths: 101 (11 us, non-congested) first;
+        // 100 us on, the packet of 2 us still unconfirmed (a long pause on the spine, say):
+        // still stay. The listing would move it by any gain under 98 us.
+        let d = send(&mut s, 1, 100 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
+        assert!(
+            !s.order_safe(d.prev, 3),
+            "Algorithm 2 may not move it either"
+        );
+        // The destination edge confirms the packet sent at 99 us: not the one of 100 us.
+        assert!(s.table.confirm(PathId(100), 99 * US));
+        let d = send(&mut s, 1, 101 * US);
+        assert_eq!(d.shim.path, PathId(100));
+        // Now up to 101 us: 100 ns later every faster path keeps order (the listing would need
+        // a gain under 100 ns); SelectPath among {101, 102, 103}: 101, non-congested, 11 us.
+        s.table.confirm(PathId(100), 101 * US);
+        let d = s.route(1, 101 * US + US / 10).unwrap();
+        assert_eq!(
+            d.prev,
+            Prev::Departed {
+                path: 0,
+                gap: US / 10,
+                arrived: true
+            }
+        );
+        assert!(s.order_safe(d.prev, 3));
+        assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+        // Its alternatives rank all other active paths: 102 (12 us, non-congested) first;
         // 103 (13 us, exactly RTT_low) and 100 (16 us) are both undetermined (RTT ≥ RTT_low,
         // u 0 < 1), equal by utilisation, so the tie goes cyclically from table index
         // key % 4 = 1 on: 103 (index 3) before 100 (index 0).
-        assert_eq!(d.shim.alts, [PathId(101), PathId(103), PathId(100)]);
-        // The alternative is faster: nothing to tolerate.
-        assert_eq!(d.shim.t_td_ps, 0);
-        // The flow now lives on 102 (12 us < RTT_low, non-congested): a later packet 100 us
-        // on stays there although 101 is 1 us faster (§III-B.1's trigger).
-        let d = send(&mut s, 1, 106 * US);
-        assert_eq!((d.shim.path, d.rerouted), (PathId(102), false));
-        // 102 turns undetermined (14 us, u 0.5): 101 (3 us faster) and 103 (13 us, 1 us
-        // faster) are candidates, each only once the gap exceeds its gain.
-        s.table.feedback(PathId(102), 14 * US, 500);
-        let d = send(&mut s, 1, 107 * US);
-        assert_eq!(
-            (d.shim.path, d.rerouted),
-            (PathId(102), false),
-            "gap 1 us: none is faster by less"
-        );
-        // Gap 3.5 us: both qualify; SelectPath takes 101 (11 us, non-congested) before 103
-        // (13 us = RTT_low, undetermined).
-        let d = send(&mut s, 1, 110 * US + US / 2);
-        assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
+        assert_eq!(d.shim.alts, [PathId(102), PathId(103), PathId(100)]);
+        // The alternative is slower by 1 us: t_td = D_ps − D_po.
+        assert_eq!(d.shim.t_td_ps, US);
+        s.departed(d.flow, 102 * US);
+        // On 101 (non-congested) it stays even once confirmed and 102 reads 1 us faster
+        // (§III-B.1's trigger).
+        s.table.confirm(PathId(101), 102 * US);
+        s.table.feedback(PathId(102), 10 * US, 0);
+        let d = send(&mut s, 1, 200 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(101), false));
+        // A move never goes to a slower path: 101 turns undetermined at 14 us; 102 (10 us) is
+        // the one faster path.
+        s.table.feedback(PathId(101), 14 * US, 500);
+        s.table.confirm(PathId(101), 200 * US);
+        let d = send(&mut s, 1, 201 * US);
+        assert_eq!((d.shim.path, d.rerouted), (PathId(102), true));
     }
 
     /// §III-B.1's trigger, hand-worked (issue 18): base 10 us, RTT_low 13 us. A flow on path
@@ -395,6 +501,7 @@ mod tests {
     fn a_known_flow_is_rerouted_only_off_a_congested_path() {
         let mut s = ProteusSource::new(table([10, 11, 12, 13], [0; 4]), 16);
         assert_eq!(send(&mut s, 2, 0).shim.path, PathId(100));
+        s.table.confirm(PathId(100), 1000 * US);
         s.table.feedback(PathId(100), 12_900_000, 300);
         s.table.feedback(PathId(101), 12 * US, 300);
         s.table.feedback(PathId(102), 12_500_000, 300);
@@ -402,14 +509,15 @@ mod tests {
         assert_eq!((d.shim.path, d.rerouted), (PathId(100), false));
         // The local queue counts too: 0.2 us on port 0 makes 100 read 13.1 us, undetermined.
         s.table.set_local(0, 200_000, 0);
+        s.table.confirm(PathId(100), 2000 * US);
         let d = send(&mut s, 2, 2000 * US);
         assert_eq!((d.shim.path, d.rerouted), (PathId(101), true));
         assert_eq!(d.shim.alts[0], PathId(102));
     }
 
-    /// Issue 18: the gap of lines 6–8 runs from when the previous packet left this switch
-    /// (§IV-A: "timestamp for the last forwarded packet"), and a flow whose packet is still
-    /// queued here does not move. Before, the gap ran from the previous packet's routing, so a
+    /// Issue 18: `t_pre` is when the previous packet left this switch (§IV-A: "timestamp for
+    /// the last forwarded packet"), a flow whose packet is still queued here does not move,
+    /// and one whose packet left moves once that departure is confirmed arrived. Before, the gap ran from the previous packet's routing, so a
     /// packet that sat in a (PFC-paused) egress queue here was overtaken by the next one.
     #[test]
     fn a_flow_moves_only_after_its_previous_packet_left() {
@@ -429,9 +537,11 @@ mod tests {
             "Algorithm 2 may not move it either"
         );
         // The first leaves at 11 us, the second at 12 us; a third at 14 us has a gap of 2 us
-        // (not 4 us from the second's routing): only a path at most 2 us faster, none.
+        // (not 4 us from the second's routing). The destination edge has confirmed the first
+        // (sent at 11 us), not the second: stay.
         s.departed(d0.flow, 11 * US);
         s.departed(d1.flow, 12 * US);
+        s.table.confirm(PathId(100), 11 * US);
         let d2 = s.route(1, 14 * US).unwrap();
         assert_eq!(
             (d2.shim.path, d2.rerouted, d2.prev),
@@ -440,16 +550,18 @@ mod tests {
                 false,
                 Prev::Departed {
                     path: 0,
-                    gap: 2 * US
+                    gap: 2 * US,
+                    arrived: false
                 }
             )
         );
-        assert!(s.order_safe(d2.prev, 0));
-        assert!(!s.order_safe(d2.prev, 3), "3 us faster than a 2 us gap");
+        assert!(s.order_safe(d2.prev, 0), "staying keeps order");
+        assert!(!s.order_safe(d2.prev, 3));
         s.departed(d2.flow, 15 * US + US / 2);
-        // 3.5 us after it left, path 103 (3 us faster) preserves order.
-        let d3 = s.route(1, 19 * US).unwrap();
-        assert_eq!((d3.shim.path, d3.rerouted), (PathId(103), true));
+        // Confirmed up to the third (left at 15.5 us): the fourth moves to 101 (5 us faster).
+        s.table.confirm(PathId(100), 15 * US + US / 2);
+        let d3 = s.route(1, 16 * US).unwrap();
+        assert_eq!((d3.shim.path, d3.rerouted), (PathId(101), true));
         // A departure of an evicted flow's packet (other tag) does not count.
         let other = FlowRef {
             slot: d3.flow.slot,
@@ -457,6 +569,40 @@ mod tests {
         };
         s.departed(other, 30 * US);
         assert_eq!(s.route(1, 40 * US).unwrap().prev, Prev::Queued);
+    }
+
+    /// Issue 18: a flow table miss evicts a flow, and an evicted flow comes back as new, free
+    /// to take any path while its packets may be in flight (the last 99 reordered packets of
+    /// §V-B's quick run: two flows between the same leaves sharing a direct-mapped slot).
+    /// A set of 4 ways evicts a settled flow first (nothing queued here, last packet confirmed
+    /// arrived: a new choice cannot overtake anything), else the one that sent longest ago.
+    #[test]
+    fn a_miss_evicts_a_settled_flow_first() {
+        let one = PathTable::new(
+            Params::default(),
+            vec![PathEntry::new(PathId(5), 0, 10 * US)],
+        );
+        let mut s = ProteusSource::new(one, 4);
+        for k in 1..=4 {
+            assert_eq!(send(&mut s, k, u64::from(k) * US).prev, Prev::New);
+        }
+        // Flows 1 and 2 (sent at 1 and 2 us) are confirmed, 3 and 4 not.
+        s.table.confirm(PathId(5), 2 * US);
+        assert_eq!(send(&mut s, 5, 5 * US).prev, Prev::New);
+        // Flow 1, settled longest, made room; 2, 3 and 4 are still known.
+        for k in [2, 3, 4] {
+            assert!(matches!(
+                send(&mut s, k, 6 * US).prev,
+                Prev::Departed { .. }
+            ));
+        }
+        // Nothing settled now: flow 1 evicts the flow that sent longest ago, 5 (at 5 us).
+        assert_eq!(send(&mut s, 1, 7 * US).prev, Prev::New);
+        assert_eq!(send(&mut s, 5, 8 * US).prev, Prev::New);
+        assert!(matches!(
+            send(&mut s, 1, 9 * US).prev,
+            Prev::Departed { .. }
+        ));
     }
 
     /// The delay of a path includes the queue on its first port here now (`local`).
