@@ -8,12 +8,12 @@
 use crate::config::{PortSpec, SchedKind};
 use crate::frame::Pkt;
 use flowctl::PauseRegs;
-use std::collections::VecDeque;
+use crate::ring::Ring;
 
 /// One FIFO with its byte count.
 #[derive(Debug, Default)]
 pub struct Fifo {
-    pkts: VecDeque<Pkt>,
+    pkts: Ring<Pkt>,
     bytes: u64,
 }
 
@@ -55,9 +55,9 @@ impl Fifo {
         self.pkts.is_empty()
     }
 
-    pub fn drain(&mut self) -> impl Iterator<Item = Pkt> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = Pkt> {
         self.bytes = 0;
-        self.pkts.drain(..)
+        self.pkts.drain()
     }
 }
 
