@@ -9,8 +9,8 @@
 //! seen with nothing eligible (empty or paused) is idle, and idle time earns no credit.
 
 use crate::frame::FrameId;
-use crate::units::ser_ps;
 use crate::ring::Ring;
+use crate::units::ser_ps;
 
 /// A frame on the emulated wire: all the far end needs of it (the packet's switch metadata
 /// has been given back at departure).

@@ -7,8 +7,8 @@
 
 use crate::config::{PortSpec, SchedKind};
 use crate::frame::Pkt;
-use flowctl::PauseRegs;
 use crate::ring::Ring;
+use flowctl::PauseRegs;
 
 /// One FIFO with its byte count.
 #[derive(Debug, Default)]

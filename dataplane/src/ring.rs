@@ -103,7 +103,9 @@ mod tests {
         let mut d: VecDeque<u32> = VecDeque::new();
         let mut x = 1u64;
         for i in 0..20_000u32 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             if (x >> 33) % 5 < 3 {
                 r.push_back(i);
                 d.push_back(i);
