@@ -401,7 +401,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             // Mostly the same source per port, sometimes another one or a move.
             let port = ((x >> 60) % 4) as u16;
-            let mac = if (x >> 40) % 8 == 0 {
+            let mac = if (x >> 40).is_multiple_of(8) {
                 MacAddr::from_u64(0x0200_0000_0000 + (x >> 20) % 40)
             } else {
                 MacAddr::from_u64(0x0200_0000_1000 + u64::from(port))
