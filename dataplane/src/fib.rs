@@ -23,6 +23,22 @@ const PROBES: usize = 8;
 pub struct L2Table {
     slots: Box<[AtomicU64]>,
     mask: usize,
+    /// Bumped on every store into `slots`: a [`Learned`] memo taken at one generation holds
+    /// while the generation does.
+    generation: AtomicU64,
+}
+
+/// What one pipe last learned on one ingress port: `learn(mac, port)` ran when the table was
+/// at `generation` and changed nothing, so while the table stays at that generation the same
+/// call changes nothing and is skipped (`L2Table::learn_memo`). A routed frame's source is
+/// the upstream router's port, the same on every frame of an ingress port, so the memo saves
+/// the table probe of nearly every frame.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Learned {
+    /// The MAC (`MacAddr::to_u64`) with bit 63 set, 0 when nothing is memoized.
+    mac: u64,
+    port: u16,
+    generation: u64,
 }
 
 impl L2Table {
@@ -32,6 +48,7 @@ impl L2Table {
         L2Table {
             slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
             mask: n - 1,
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -68,7 +85,7 @@ impl L2Table {
                     return; // learning never overrides a configured entry
                 }
                 if e != word {
-                    slot.store(word, Ordering::Relaxed);
+                    self.store(slot, word);
                 }
                 return;
             }
@@ -76,8 +93,13 @@ impl L2Table {
         // Neighbourhood full: replace the last learned entry of the probe window.
         let slot = &self.slots[(h + PROBES - 1) & self.mask];
         if slot.load(Ordering::Relaxed) & STATIC == 0 {
-            slot.store(word, Ordering::Relaxed);
+            self.store(slot, word);
         }
+    }
+
+    fn store(&self, slot: &AtomicU64, word: u64) {
+        slot.store(word, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Learns that `mac` is behind `port`.
@@ -86,6 +108,28 @@ impl L2Table {
         if !mac.is_multicast() && self.lookup(mac) != Some(port) {
             self.insert(mac, port, 0);
         }
+    }
+
+    /// [`L2Table::learn`], skipped when `memo` says this very call already ran and the table
+    /// has not changed since (it would change nothing: `learn` is a function of the table's
+    /// contents and its arguments, and its result is what the memo saw). `memo` belongs to
+    /// one ingress port of one pipe.
+    #[inline]
+    pub fn learn_memo(&self, mac: MacAddr, port: u16, memo: &mut Learned) {
+        let key = mac.to_u64() | 1 << 63;
+        let generation = self.generation.load(Ordering::Relaxed);
+        if memo.mac == key && memo.port == port && memo.generation == generation {
+            return;
+        }
+        self.learn(mac, port);
+        // The generation from before the call: if it stored (or another worker did
+        // meanwhile), the table has moved past it and the next frame learns in full, which
+        // then finds nothing to change.
+        *memo = Learned {
+            mac: key,
+            port,
+            generation,
+        };
     }
 
     /// Adds a configured entry that learning will not move.
@@ -231,7 +275,7 @@ impl Fib {
     /// Decides where a frame that arrived on `in_port` goes.
     #[inline]
     pub fn forward<'a>(&'a self, in_port: u16, m: &'a PacketMeta) -> Forward<'a> {
-        match self.classify(in_port, m) {
+        match self.classify(in_port, m, None) {
             Classified::Route(tuple) => match self.group(tuple) {
                 Some(group) => Forward::Route { group, tuple },
                 None => Forward::Drop(DropReason::NoRoute),
@@ -244,12 +288,22 @@ impl Fib {
     /// (sent to a router MAC, IPv4 with TTL left; its ECMP group is [`Fib::group`] of the
     /// tuple) or the final decision. The next hop of a routed frame depends on its 5-tuple
     /// alone, which is what lets a pipe cache it per flow (`crate::flowcache`).
+    /// `learned`: the calling pipe's memo of its last learning on `in_port`
+    /// ([`L2Table::learn_memo`]).
     #[inline]
-    pub fn classify<'a>(&'a self, in_port: u16, m: &'a PacketMeta) -> Classified<'a> {
+    pub fn classify<'a>(
+        &'a self,
+        in_port: u16,
+        m: &'a PacketMeta,
+        learned: Option<&mut Learned>,
+    ) -> Classified<'a> {
         if self.learning {
-            self.l2.learn(m.src, in_port);
+            match learned {
+                Some(memo) => self.l2.learn_memo(m.src, in_port, memo),
+                None => self.l2.learn(m.src, in_port),
+            }
         }
-        if !self.routes.is_empty() && self.router_macs.contains(&m.dst) {
+        if !self.routes.is_empty() && self.is_router_mac(in_port, m.dst) {
             return self.routable(m);
         }
         if m.dst.is_multicast() {
@@ -260,6 +314,14 @@ impl Fib {
             Some(p) => Forward::Bridge(p),
             None => Forward::Flood,
         })
+    }
+
+    /// Whether `mac` is one of the switch's port MACs; the ingress port's own first, which is
+    /// where a routed frame is addressed (the sender's gateway or the upstream router's next
+    /// hop), so the scan over every port is for the rest.
+    #[inline]
+    fn is_router_mac(&self, in_port: u16, mac: MacAddr) -> bool {
+        self.router_macs.get(usize::from(in_port)) == Some(&mac) || self.router_macs.contains(&mac)
     }
 
     fn routable<'a>(&'a self, m: &'a PacketMeta) -> Classified<'a> {
@@ -320,6 +382,43 @@ mod tests {
             t.learn(MacAddr::from_u64(0x0200_0000_1000 + i), (i % 7) as u16);
         }
         assert_eq!(t.lookup(a), Some(1));
+    }
+
+    /// Learning through per-port memos leaves the table exactly as learning every frame
+    /// does, through moves, static entries and full neighbourhoods (a 16-slot table, 40 MACs).
+    #[test]
+    fn memoized_learning_matches_learning_every_frame() {
+        let (plain, memoized) = (L2Table::new(16), L2Table::new(16));
+        for t in [&plain, &memoized] {
+            t.add_static(MacAddr::from_u64(0x0200_0000_0003), 7);
+        }
+        let mut memos = [Learned::default(); 4];
+        let mut x = 7u64;
+        let mut skipped = 0;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Mostly the same source per port, sometimes another one or a move.
+            let port = ((x >> 60) % 4) as u16;
+            let mac = if (x >> 40).is_multiple_of(8) {
+                MacAddr::from_u64(0x0200_0000_0000 + (x >> 20) % 40)
+            } else {
+                MacAddr::from_u64(0x0200_0000_1000 + u64::from(port))
+            };
+            plain.learn(mac, port);
+            let before = memoized.generation.load(Ordering::Relaxed);
+            let m = memos[usize::from(port)];
+            memoized.learn_memo(mac, port, &mut memos[usize::from(port)]);
+            if m.mac == mac.to_u64() | 1 << 63 && m.port == port && m.generation == before {
+                skipped += 1;
+            }
+            let words = |t: &L2Table| -> Vec<u64> {
+                t.slots.iter().map(|s| s.load(Ordering::Relaxed)).collect()
+            };
+            assert_eq!(words(&plain), words(&memoized));
+        }
+        assert!(skipped > 10_000, "{skipped}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod port;
 pub mod queue;
 pub mod reaction;
+pub mod ring;
 pub mod rng;
 pub mod runtime;
 pub mod scheme;

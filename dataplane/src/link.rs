@@ -9,8 +9,8 @@
 //! seen with nothing eligible (empty or paused) is idle, and idle time earns no credit.
 
 use crate::frame::FrameId;
+use crate::ring::Ring;
 use crate::units::ser_ps;
-use std::collections::VecDeque;
 
 /// A frame on the emulated wire: all the far end needs of it (the packet's switch metadata
 /// has been given back at departure).
@@ -32,7 +32,7 @@ pub struct Link {
     /// When the wire is free for the next frame.
     free_at: u64,
     max_lag: u64,
-    wire: VecDeque<InFlight>,
+    wire: Ring<InFlight>,
     /// The last frame length serialized and its wire time: runs of equal lengths (a flow of
     /// MTU frames, a burst of ACKs) skip the 64-bit division of `ser_ps`.
     last: (u32, u64),
@@ -45,7 +45,7 @@ impl Link {
             delay_ps,
             free_at: 0,
             max_lag: max_lag_ps,
-            wire: VecDeque::new(),
+            wire: Ring::default(),
             last: (0, ser_ps(0, rate_bps)),
         }
     }
@@ -121,8 +121,8 @@ impl Link {
     }
 
     /// Drains everything on the wire (port going away).
-    pub fn drain(&mut self) -> impl Iterator<Item = InFlight> + '_ {
-        self.wire.drain(..)
+    pub fn drain(&mut self) -> impl Iterator<Item = InFlight> {
+        self.wire.drain()
     }
 }
 

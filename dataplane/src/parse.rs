@@ -70,7 +70,65 @@ fn l4_ports(proto: u8, payload: &[u8]) -> (u16, u16) {
 }
 
 /// Parses `frame` (without FCS).
+#[inline]
 pub fn parse(frame: &[u8]) -> Result<PacketMeta, DropReason> {
+    match parse_plain_ipv4(frame) {
+        Some(m) => Ok(m),
+        None => parse_any(frame),
+    }
+}
+
+/// The common case of [`parse`], read at fixed offsets after one length check: an untagged
+/// IPv4 frame whose header has no options and whose total length the frame holds. It gives
+/// exactly what `parse_any` gives such a frame (`None` for every other frame, which
+/// `parse_any` then parses or refuses): the checks of `Ipv4Packet::check_len` are version 4,
+/// IHL 5 and 20 <= total length <= bytes after the Ethernet header; the ports are read when
+/// the payload (total length - 20) holds them. Spelled out, it costs a routed frame about a
+/// third of `parse_any`'s instructions (`bench/callgrind.sh`).
+#[inline]
+fn parse_plain_ipv4(frame: &[u8]) -> Option<PacketMeta> {
+    const IP: usize = ethernet::HEADER_LEN;
+    let h: &[u8; IP + ipv4::HEADER_LEN] = frame.get(..IP + ipv4::HEADER_LEN)?.try_into().ok()?;
+    if u16::from_be_bytes([h[12], h[13]]) != EtherType::IPV4 || h[IP] != 0x45 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([h[IP + 2], h[IP + 3]]));
+    if total < ipv4::HEADER_LEN || frame.len() - IP < total {
+        return None;
+    }
+    let proto = h[IP + 9];
+    let (sport, dport) = match frame.get(IP + ipv4::HEADER_LEN..IP + ipv4::HEADER_LEN + 4) {
+        Some(p) if matches!(proto, 6 | 17 | 132 | 136) && total >= ipv4::HEADER_LEN + 4 => (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        ),
+        _ => (0, 0),
+    };
+    let addr = |o: usize| std::net::Ipv4Addr::new(h[o], h[o + 1], h[o + 2], h[o + 3]);
+    let mac = |o: usize| MacAddr([h[o], h[o + 1], h[o + 2], h[o + 3], h[o + 4], h[o + 5]]);
+    Some(PacketMeta {
+        dst: mac(0),
+        src: mac(6),
+        pcp: None,
+        ethertype: EtherType::IPV4,
+        l3_off: IP as u16,
+        l3: L3::Ip {
+            tuple: FiveTuple {
+                proto,
+                src: IpAddr::V4(addr(IP + 12)),
+                dst: IpAddr::V4(addr(IP + 16)),
+                sport,
+                dport,
+            },
+            dscp: h[IP + 1] >> 2,
+            ecn: h[IP + 1] & 3,
+            ttl: h[IP + 8],
+        },
+    })
+}
+
+/// [`parse`] of any frame.
+fn parse_any(frame: &[u8]) -> Result<PacketMeta, DropReason> {
     if frame.len() < ethernet::HEADER_LEN {
         return Err(DropReason::Runt);
     }
@@ -231,6 +289,44 @@ mod tests {
         let mut unk = f.clone();
         unk[12..14].copy_from_slice(&0x1234u16.to_be_bytes());
         assert_eq!(parse(&unk), Err(DropReason::UnknownEtherType));
+    }
+
+    /// The fixed-offset IPv4 path gives what the general parser gives, over frames around
+    /// every boundary it checks: header length and version, total length against the frame,
+    /// payloads too short for ports, protocols with and without ports, VLAN tags, other
+    /// EtherTypes, truncation.
+    #[test]
+    fn the_plain_ipv4_path_agrees_with_the_general_parser() {
+        let (mut fast, mut declined) = (0, 0);
+        for len in [34usize, 37, 38, 60, 100] {
+            for proto in [6u8, 17, 1, 132, 136] {
+                for ver_ihl in [0x45u8, 0x46, 0x44, 0x55, 0x4f, 0x35] {
+                    for ethertype in [EtherType::IPV4, EtherType::VLAN, EtherType::IPV6] {
+                        for total in 0..=len + 2 {
+                            let mut f = udp4([10, 0, 0, 1], [10, 0, 9, 2], 4321, 80, len);
+                            f.truncate(len);
+                            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+                            f[14] = ver_ihl;
+                            f[15] = 0x2e;
+                            f[16..18].copy_from_slice(&(total as u16).to_be_bytes());
+                            f[23] = proto;
+                            for cut in [f.len(), f.len() - 1, 34, 33, 20] {
+                                let g = &f[..cut.min(f.len())];
+                                match parse_plain_ipv4(g) {
+                                    Some(m) => {
+                                        fast += 1;
+                                        assert_eq!(Ok(m), parse_any(g), "{g:02x?}");
+                                    }
+                                    None => declined += 1,
+                                }
+                                assert_eq!(parse(g), parse_any(g));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast > 1000 && declined > 1000, "{fast} {declined}");
     }
 
     #[test]

@@ -140,6 +140,8 @@ pub struct Switch {
     /// Next hops of routed flows, when the path choice is a pure function of the 5-tuple
     /// (ECMP, no path scheme); see `crate::flowcache`.
     pub(crate) flows: Option<crate::flowcache::FlowCache>,
+    /// Per ingress port, what this pipe last learned there (`crate::fib::Learned`).
+    pub(crate) learned: Vec<crate::fib::Learned>,
     /// This pipe's share of the audit counters.
     pub(crate) ledger: Arc<Ledger>,
     /// Flow-control events the MMU raised (all schemes; for statistics).
@@ -244,6 +246,7 @@ impl Switch {
         Ok(Switch {
             policy,
             flows,
+            learned: vec![Default::default(); spec.ports.len()],
             schemes,
             ledger,
             owner,

@@ -67,10 +67,12 @@ pub fn red_probability(q_bytes: u64, k_min: u64, k_max: u64, p_max: f64) -> f64 
 }
 
 impl Mmu {
-    /// Marking decision for a packet joining egress queue `qi` of `out_port`.
-    #[inline]
+    /// Marking decision for a packet joining egress queue `qi` of `out_port`. The threshold
+    /// checks are inlined into `admit`; the draw in the RED band is not (a hint alone left
+    /// the whole decision out of line, a call per admitted packet).
+    #[inline(always)]
     pub(crate) fn ecn_decide(&mut self, out_port: usize, qi: usize) -> bool {
-        let e = self.ports[out_port].ecn;
+        let e = &self.ports[out_port].ecn;
         if !e.enabled {
             return false;
         }
@@ -81,7 +83,14 @@ impl Mmu {
         if q > e.k_max {
             return true;
         }
-        let p = red_probability(q, e.k_min, e.k_max, e.p_max);
+        let (k_min, k_max, p_max) = (e.k_min, e.k_max, e.p_max);
+        self.ecn_draw(q, k_min, k_max, p_max)
+    }
+
+    /// The random draw of a queue between `K_min` and `K_max`.
+    #[inline(never)]
+    fn ecn_draw(&mut self, q: u64, k_min: u64, k_max: u64, p_max: f64) -> bool {
+        let p = red_probability(q, k_min, k_max, p_max);
         self.rng.next_f64() < p
     }
 

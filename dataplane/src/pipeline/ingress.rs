@@ -107,7 +107,8 @@ impl Switch {
         now: u64,
     ) -> Route {
         let shared = &*self.shared;
-        let tuple = match shared.fib.classify(pkt.in_port, meta) {
+        let learned = self.learned.get_mut(usize::from(pkt.in_port));
+        let tuple = match shared.fib.classify(pkt.in_port, meta, learned) {
             Classified::Route(tuple) => tuple,
             Classified::Other(Forward::Drop(r)) => return Route::Drop(r),
             Classified::Other(Forward::Bridge(p)) => return Route::Port(p),

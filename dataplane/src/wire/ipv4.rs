@@ -149,6 +149,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.adjust_checksum(old, new);
     }
 
+    #[inline]
     fn adjust_checksum(&mut self, old: u16, new: u16) {
         // HC' = ~(~HC + ~m + m')
         let hc = self.checksum();
