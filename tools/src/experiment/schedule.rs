@@ -19,24 +19,14 @@ fn host_index(topo: &Topology, name: &str, key: &str, f: &str) -> Result<u32> {
 
 /// The rack of every host: the index of the switch its link attaches to (hosts without a link
 /// each get a rack of their own).
-fn host_racks(topo: &Topology) -> Vec<u32> {
-    let n = topo.switches.len() as u32;
-    topo.hosts
+fn host_racks(topo: &Topology) -> Result<Vec<u32>> {
+    let r = topo.resolve()?;
+    let n = r.switches.len() as u32;
+    Ok(r.hosts
         .iter()
         .enumerate()
-        .map(|(i, h)| {
-            let peer = topo.links.iter().find_map(|l| match (&l.a, &l.b) {
-                (a, b) if *a == h.name => Some(b),
-                (a, b) if *b == h.name => Some(a),
-                _ => None,
-            });
-            peer.and_then(|p| {
-                let sw = p.split(':').next()?;
-                topo.switches.iter().position(|s| s.name == sw)
-            })
-            .map_or(n + i as u32, |s| s as u32)
-        })
-        .collect()
+        .map(|(i, h)| h.port().map_or(n + i as u32, |(s, _)| s))
+        .collect())
 }
 
 /// The flows of one cell: the plan's workload on the cell's topology `topo`, for `seed`, with
@@ -147,7 +137,7 @@ pub(super) fn schedule(
             }
             let racks = match ic.senders.as_deref().unwrap_or("any") {
                 "any" => None,
-                "other-racks" => Some(host_racks(topo)),
+                "other-racks" => Some(host_racks(topo)?),
                 o => bail!("{f}: workload.incast.senders: `{o}`: use any or other-racks"),
             };
             if ic.fan_in as usize >= topo.hosts.len() {
@@ -210,6 +200,6 @@ a = "z"
 b = "leaf1:b"
 "#;
         let topo = Topology::parse(text, std::path::Path::new("r.toml")).unwrap();
-        assert_eq!(host_racks(&topo), vec![0, 1, 0]);
+        assert_eq!(host_racks(&topo).unwrap(), vec![0, 1, 0]);
     }
 }
