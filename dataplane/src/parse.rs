@@ -97,13 +97,7 @@ fn parse_plain_ipv4(frame: &[u8]) -> Option<PacketMeta> {
         return None;
     }
     let proto = h[IP + 9];
-    let (sport, dport) = match frame.get(IP + ipv4::HEADER_LEN..IP + ipv4::HEADER_LEN + 4) {
-        Some(p) if matches!(proto, 6 | 17 | 132 | 136) && total >= ipv4::HEADER_LEN + 4 => (
-            u16::from_be_bytes([p[0], p[1]]),
-            u16::from_be_bytes([p[2], p[3]]),
-        ),
-        _ => (0, 0),
-    };
+    let (sport, dport) = l4_ports(proto, &frame[IP + ipv4::HEADER_LEN..IP + total]);
     let addr = |o: usize| std::net::Ipv4Addr::new(h[o], h[o + 1], h[o + 2], h[o + 3]);
     let mac = |o: usize| MacAddr([h[o], h[o + 1], h[o + 2], h[o + 3], h[o + 4], h[o + 5]]);
     Some(PacketMeta {
