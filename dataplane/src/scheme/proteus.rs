@@ -48,6 +48,19 @@ const MAX_EDGES: usize = 64;
 /// Seed of the flow key hash (any constant: the key is local to this switch).
 const FLOW_KEY_SEED: u32 = 0x5052_4f54;
 
+/// Time `ps` as the shim's and the feedback's 24-bit nanosecond stamps carry it (wrapping
+/// every 16.8 ms).
+#[inline]
+fn ns24(ps: u64) -> u32 {
+    (ps / 1000) as u32 & U24_MAX
+}
+
+/// How many ns before `now` (ps) the 24-bit stamp `stamp_ns` was taken, within one wrap.
+#[inline]
+fn ns24_age(now: u64, stamp_ns: u32) -> u64 {
+    (now / 1000).wrapping_sub(u64::from(stamp_ns)) & u64::from(U24_MAX)
+}
+
 /// Counters of one pipe's Proteus.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProteusStats {
@@ -253,9 +266,7 @@ impl ProteusScheme {
                     // The frontier's 24 bits of ns, unwrapped to the latest time at or before
                     // now; the last picosecond of that ns (one port sends at most one packet
                     // per ns, so it names the same packet).
-                    let now_ns = now / 1000;
-                    let back = now_ns.wrapping_sub(u64::from(e.arrived_ns)) & u64::from(U24_MAX);
-                    if let Some(sent_ns) = now_ns.checked_sub(back) {
+                    if let Some(sent_ns) = (now / 1000).checked_sub(ns24_age(now, e.arrived_ns)) {
                         src.table.confirm(PathId(e.path), sent_ns * 1000 + 999);
                     }
                 }
@@ -319,8 +330,7 @@ impl ProteusScheme {
             let &(_, dst) = spec.path_ends.get(usize::from(m.shim.path))?;
             if spec.edge == Some(dst) {
                 // Destination edge: measure the path, then the switch's own route.
-                let now_ns = (now / 1000) as u32 & U24_MAX;
-                let delay_ps = u64::from(now_ns.wrapping_sub(m.shim.sent_ns) & U24_MAX) * 1000;
+                let delay_ps = ns24_age(now, m.shim.sent_ns) * 1000;
                 if let Some(meter) = &mut self.meter {
                     if !self.pending && now >= meter.period_end() {
                         meter.restart(now);
@@ -448,7 +458,7 @@ impl ProteusScheme {
             if let Some(Some(src)) = self.sources.get_mut(d) {
                 src.departed(f, self.now);
             }
-            m.shim.sent_ns = (self.now / 1000) as u32 & U24_MAX;
+            m.shim.sent_ns = ns24(self.now);
             self.first_hop
                 .on_sent(port as u16, u64::from(len), self.now);
         }
@@ -479,7 +489,7 @@ impl ProteusScheme {
                     path: f.path.0,
                     t_pd_ns: (f.t_pd_ps / 1000).min(u64::from(u32::MAX)) as u32,
                     u_permille: f.u_permille as u16,
-                    arrived_ns: (f.arrived_sent_ps / 1000) as u32 & U24_MAX,
+                    arrived_ns: ns24(f.arrived_sent_ps),
                 });
             }
             for (src, entries) in by_src {

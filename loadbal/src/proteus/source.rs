@@ -189,16 +189,21 @@ impl ProteusSource {
         (b..b + WAYS).find(|&i| self.flows[i].valid && self.flows[i].key == key)
     }
 
+    /// Whether the destination edge has confirmed that the last packet the flow in `e` sent
+    /// arrived (its path's arrival frontier is past it).
+    #[inline]
+    fn arrived(&self, e: &FlowEntry) -> bool {
+        self.table
+            .paths
+            .get(usize::from(e.path))
+            .is_some_and(|p| e.t_pre < p.arrived_ps)
+    }
+
     /// Whether the flow in `e` has no packet that a move could overtake: none queued here, and
     /// the last one confirmed arrived.
     #[inline]
     fn settled(&self, e: &FlowEntry) -> bool {
-        e.queued == 0
-            && self
-                .table
-                .paths
-                .get(usize::from(e.path))
-                .is_some_and(|p| e.t_pre < p.arrived_ps)
+        e.queued == 0 && self.arrived(e)
     }
 
     /// The slot for a flow not in the table: a free way of its set, else the way whose flow
@@ -233,11 +238,10 @@ impl ProteusSource {
         } else if e.queued > 0 {
             Prev::Queued
         } else {
-            let path = usize::from(e.path);
             Prev::Departed {
-                path,
+                path: usize::from(e.path),
                 gap: now.saturating_sub(e.t_pre),
-                arrived: e.t_pre < t.paths[path].arrived_ps,
+                arrived: self.arrived(&e),
             }
         };
         let (path, alts, n_alts, rerouted) = if known {
