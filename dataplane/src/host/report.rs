@@ -119,6 +119,10 @@ pub struct FlowResult {
     pub reordered: u64,
     pub duplicates: u64,
     pub completed: bool,
+    /// From the flow's start to its first frame leaving the sender's NIC: the part of the FCT
+    /// spent at the sender (behind its other flows, or a pause of its NIC queue or priority).
+    #[serde(default)]
+    pub nic_wait_ps: Option<u64>,
 }
 
 /// Merges sender and receiver records by flow id.
@@ -154,6 +158,7 @@ pub fn merge(
                 reordered: r.map_or(0, |r| r.reordered),
                 duplicates: r.map_or(0, |r| r.duplicates),
                 completed: t.done_ps.is_some(),
+                nic_wait_ps: t.first_tx_ps.map(|x| x.saturating_sub(t.start_ps)),
             }
         })
         .collect();
@@ -164,11 +169,11 @@ pub fn merge(
 /// Per-flow CSV.
 pub fn flows_csv(flows: &[FlowResult]) -> String {
     let mut s = String::from(
-        "id,src,dst,size,prio,start_ps,fct_ps,ideal_ps,slowdown,tx_pkts,retx,timeouts,rx_pkts,lost,reordered,duplicates,completed\n",
+        "id,src,dst,size,prio,start_ps,fct_ps,ideal_ps,slowdown,tx_pkts,retx,timeouts,rx_pkts,lost,reordered,duplicates,completed,nic_wait_ps\n",
     );
     for f in flows {
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             f.id,
             f.src,
             f.dst,
@@ -185,7 +190,8 @@ pub fn flows_csv(flows: &[FlowResult]) -> String {
             f.lost,
             f.reordered,
             f.duplicates,
-            f.completed
+            f.completed,
+            f.nic_wait_ps.map_or(String::new(), |x| x.to_string())
         ));
     }
     s
