@@ -393,6 +393,9 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
         .collect();
     let quote = "\"With DCQCN, DSH can reduce the average FCTs of background traffic and fan-in \
                  traffic by up to 10.1% and 43.3%, respectively\"";
+    let total = super::experiment_key("dsh-websearch.toml", &["workload", "incast", "total"])?
+        .as_float()
+        .context("dsh-websearch.toml: workload.incast.total is not a number")?;
     let mut rows = Vec::new();
     let (mut bg_ratios, mut fi_ratios, mut sound) = (Vec::new(), Vec::new(), true);
     for l in &loads {
@@ -412,7 +415,7 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
                 &format!(
                     "background load {l} (fan-in {:.1}): fan-in (16 × 64 KB) average FCT, DSH / \
                      SIH ({:.1} / {:.1} µs)",
-                    0.9 - l.parse::<f64>().unwrap_or(0.0),
+                    total - l.parse::<f64>().unwrap_or(0.0),
                     dsh.1,
                     sih.1
                 ),
@@ -503,8 +506,8 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
          leaves × 16, 16 spines, 100 Gbit/s, 2 µs) with the §V-A switch (1/64 of the buffer \
          the lossy pool of the ACK queue), DCQCN, web-search background at loads {} of every \
          NIC and 16-to-1 × 64 KB fan-in from other racks taking the rest of the paper's total \
-         0.9, flows start for {} (the run is the only thing scaled), {wall:.0} s for the {} \
-         cells.",
+         {total}, flows start for {} (the run is the only thing scaled), {wall:.0} s for the \
+         {} cells.",
         loads.join(", "),
         experiment_duration("dsh-websearch.toml")?,
         res.cells.len()

@@ -227,12 +227,24 @@ pub fn experiment_file(name: &str) -> PathBuf {
 
 /// The traffic window (`duration`) the experiment file `deploy/experiments/NAME` sets.
 pub fn experiment_duration(name: &str) -> Result<String> {
-    let text = std::fs::read_to_string(experiment_file(name))?;
-    let v: toml::Value = toml::from_str(&text)?;
-    v.get("duration")
-        .and_then(|d| d.as_str())
+    experiment_key(name, &["duration"])?
+        .as_str()
         .map(str::to_string)
-        .with_context(|| format!("{name}: duration"))
+        .with_context(|| format!("{name}: duration is not a string"))
+}
+
+/// The value at `path` (e.g. `["workload", "incast", "total"]`) of a shipped experiment file,
+/// so a report states what the file runs rather than a copy of it.
+pub fn experiment_key(name: &str, path: &[&str]) -> Result<toml::Value> {
+    let text = std::fs::read_to_string(experiment_file(name))?;
+    let mut v: toml::Value = toml::from_str(&text)?;
+    for k in path {
+        v = v
+            .get(k)
+            .cloned()
+            .with_context(|| format!("{name}: no {}", path.join(".")))?;
+    }
+    Ok(v)
 }
 
 /// The cell of an experiment whose matrix settings include every `(key, value)` of `want`.
