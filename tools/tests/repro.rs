@@ -41,6 +41,15 @@ fn repro_all_quick_has_no_broken_row() {
     ] {
         assert!(report.contains(s), "{s}");
     }
+    // Both §6.2 figures set BFC against the paper's own baselines, DCQCN, DCTCP and HPCC over PFC.
+    for fig in ["9", "10"] {
+        for cc in ["HPCC", "DCQCN", "DCTCP"] {
+            let row = format!(
+                "| §6.2.2 Fig. {fig} | short-flow (≤ 10 KB) p99 FCT slowdown, {cc} + PFC / BFC"
+            );
+            assert!(report.contains(&row), "{row}");
+        }
+    }
     // Every built paper reports rows with the paper's number and a verdict; none is pending.
     assert!(report.matches("| ok |").count() >= 40, "{report}");
     assert!(!report.contains("not yet:"), "{report}");

@@ -293,10 +293,27 @@ fn clos(
 fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<Row>> {
     let r = clos(ctx, "bfc-fig9.toml", FIG9_QUICK, log, plots)?;
     let pfc = super::cell(&r.res, &[("scheme", "pfc")])?;
+    // The paper's Fig. 9 baselines: bfc-fig9-cc.toml, PFC with HPCC, DCQCN, DCTCP.
+    let existing = "\"the tail latency for short flows with BFC is still 5-30× better than \
+                    existing schemes\"";
+    let cc_rows = cc_baselines(
+        ctx,
+        "bfc-fig9-cc.toml",
+        FIG9_QUICK,
+        "§6.2.2 Fig. 9",
+        r.bfc,
+        [
+            "\"Compared to BFC, however, HPCC has 5-30× worse tail latency for short flows \
+             with incast\"",
+            existing,
+            existing,
+        ],
+        log,
+    )?;
     let why = "ordering only: the paper's Fig. 9 baselines are end-to-end transports over PFC \
-               (DCQCN, DCTCP, HPCC); these are a 1-BDP window with PFC and with no flow \
-               control at all";
-    Ok(vec![
+               (DCQCN, DCTCP, HPCC: their rows follow, from bfc-fig9-cc.toml); these two are a \
+               1-BDP window with PFC and with no flow control at all";
+    let mut rows = vec![
         Row::new(
             "§6.2.2 Fig. 9",
             &format!(
@@ -346,7 +363,67 @@ fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<
             "\"BFC never incurred drops except under a 2000-to-1 incast\"",
             r.bfc_clean,
         ),
-    ])
+    ];
+    rows.extend(cc_rows);
+    Ok(rows)
+}
+
+/// The paper's end-to-end baselines of a §6.2 figure: runs `deploy/experiments/FILE` (PFC with
+/// `cc` = HPCC, DCQCN, DCTCP on the hosts, the figure's workload) into `OUT/STEM/` with the
+/// traffic window `quick` under `--quick`, logs every cell, and returns one row per transport
+/// (quoting `quotes[i]`): its short-flow p99 FCT slowdown over BFC's `bfc`, in the paper's
+/// ordering (BFC lowest).
+fn cc_baselines(
+    ctx: &Ctx<'_>,
+    file: &str,
+    quick: &str,
+    figure: &str,
+    bfc: f64,
+    quotes: [&str; 3],
+    log: &mut String,
+) -> Result<Vec<Row>> {
+    let stem = file.trim_end_matches(".toml");
+    let (res, _) = crate::experiment::run_file(
+        &experiment_file(file),
+        Some(ctx.out.join(stem)),
+        ctx.quick.then_some(quick),
+    )?;
+    let mut rows = Vec::new();
+    for (cc, quote) in ["hpcc", "dcqcn", "dctcp"].into_iter().zip(quotes) {
+        let c = super::cell(&res, &[("cc", cc)])?;
+        let p = short_p99(c)?.0;
+        let _ = writeln!(
+            log,
+            "{stem} {}: {} flows, {} completed; short (≤ {SHORT} B) p99 slowdown {p:.2}; all \
+             flows p99 {:.2}; switch drops {}, receiver lost {}; PFC frames {}; peak queue {} B",
+            c.cell,
+            c.summary.flows,
+            c.summary.completed,
+            c.summary.slowdown.p99,
+            c.switch_drops.values().sum::<u64>(),
+            c.receiver_lost,
+            c.pfc_pause_frames,
+            c.max_queue_bytes
+        );
+        rows.push(
+            Row::new(
+                figure,
+                &format!(
+                    "short-flow (≤ 10 KB) p99 FCT slowdown, {} + PFC / BFC ({p:.2} / {bfc:.2})",
+                    cc.to_uppercase()
+                ),
+                quote,
+                p / bfc,
+                "x",
+            )
+            .check(Check::AtLeast(1.0))
+            .note(
+                "ordering only (the paper's ratio comes from its own host and switch models); \
+                 the paper's baselines as Xoff's hosts run them (dataplane::host::cc)",
+            ),
+        );
+    }
+    Ok(rows)
 }
 
 /// §6.2 Fig. 10: runs `deploy/experiments/bfc-fig10.toml` (BFC, PFC, none) into
@@ -365,61 +442,20 @@ fn fig10(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec
                two baselines are a 1-BDP window with PFC, and no flow control at all, and the \
                ratio is not the paper's";
     // The paper's own baselines (issue 19): bfc-fig10-cc.toml, PFC with DCQCN, DCTCP, HPCC.
-    let cc_file = experiment_file("bfc-fig10-cc.toml");
-    let (cc_res, _) = crate::experiment::run_file(
-        &cc_file,
-        Some(ctx.out.join("bfc-fig10-cc")),
-        ctx.quick.then_some(FIG10_QUICK),
+    let cc_rows = cc_baselines(
+        ctx,
+        "bfc-fig10-cc.toml",
+        FIG10_QUICK,
+        "§6.2.2 Fig. 10",
+        bfc,
+        [
+            "\"Compared to BFC, however, HPCC has 5-30× worse tail latency for short flows \
+             with incast, and 2.3-3× worse without\"",
+            "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
+            "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
+        ],
+        log,
     )?;
-    let mut cc_rows = Vec::new();
-    for (cc, quote) in [
-        (
-            "hpcc",
-            "\"Compared to BFC, however, HPCC has 5-30× worse tail latency for short flows with \
-             incast, and 2.3-3× worse without\"",
-        ),
-        (
-            "dcqcn",
-            "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
-        ),
-        (
-            "dctcp",
-            "\"BFC achieves the best latency (both average and tail) among all the schemes\"",
-        ),
-    ] {
-        let c = super::cell(&cc_res, &[("cc", cc)])?;
-        let p = short_p99(c)?.0;
-        let _ = writeln!(
-            log,
-            "bfc-fig10-cc {}: {} flows, {} completed; short (≤ {SHORT} B) p99 slowdown {p:.2}; all \
-             flows p99 {:.2}; switch drops {}, receiver lost {}; PFC frames {}; peak queue {} B",
-            c.cell,
-            c.summary.flows,
-            c.summary.completed,
-            c.summary.slowdown.p99,
-            c.switch_drops.values().sum::<u64>(),
-            c.receiver_lost,
-            c.pfc_pause_frames,
-            c.max_queue_bytes
-        );
-        cc_rows.push(
-            Row::new(
-                "§6.2.2 Fig. 10",
-                &format!(
-                    "short-flow (≤ 10 KB) p99 FCT slowdown, {} + PFC / BFC ({p:.2} / {bfc:.2})",
-                    cc.to_uppercase()
-                ),
-                quote,
-                p / bfc,
-                "x",
-            )
-            .check(Check::AtLeast(1.0))
-            .note(
-                "ordering only (the paper's ratio comes from its own host and switch models); \
-                 the paper's baselines as Xoff's hosts run them (dataplane::host::cc)",
-            ),
-        );
-    }
     let mut rows = vec![
         Row::new(
             "§6.2.2 Fig. 10",
@@ -626,10 +662,11 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
              leaves × 16 hosts, 8 spines, 2:1 oversubscribed, 100 Gbit/s, 1 µs, 12 MB buffers, \
              32 queues per port), Google RPC sizes, lognormal σ = 2 arrivals at 60 % core load, \
              MTU 1500 B (the paper: 1 KB), hosts with a 1-BDP window and no congestion control; \
-             {}, then every flow finishes; per-flow CSVs in `bfc-fig10/`. The paper's \
-             baselines, PFC with DCQCN, DCTCP or HPCC on the hosts: \
-             `deploy/experiments/bfc-fig10-cc.toml` (same workload and window), in \
-             `bfc-fig10-cc/`.",
+             {}, then every flow finishes; per-flow CSVs in `bfc-fig10/`. Fig. 9: \
+             `deploy/experiments/bfc-fig9.toml`, the same at 55 % plus 5 % of 100-to-1 \
+             incasts of 20 MB. The paper's baselines, PFC with DCQCN, DCTCP or HPCC on the \
+             hosts: `deploy/experiments/bfc-fig10-cc.toml` and `bfc-fig9-cc.toml` (same \
+             workloads and window), in `bfc-fig10-cc/` and `bfc-fig9-cc/`.",
             if ctx.quick {
                 format!(
                     "`--quick`: flows start for {FIG10_QUICK} instead of the file's {} (fewer \
