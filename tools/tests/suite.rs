@@ -39,27 +39,31 @@ mod tap;
 mod top;
 mod vxlan;
 
-/// A file of `tests/` that is neither a module here nor a `[[test]]` target of Cargo.toml
-/// would never be built (`autotests = false`): fail instead.
+/// A file of `tests/` (of this crate or of dataplane, whose tests are one binary the same way)
+/// that is neither a module of its `suite.rs` nor a `[[test]]` target of its Cargo.toml would
+/// never be built (`autotests = false`): fail instead.
 #[test]
 fn every_test_file_is_in_a_test_target() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
-    let suite = include_str!("suite.rs");
-    for e in std::fs::read_dir(dir.join("tests")).expect("tests/") {
-        let file = e
-            .expect("dir entry")
-            .file_name()
-            .into_string()
-            .expect("UTF-8");
-        let Some(m) = file.strip_suffix(".rs") else {
-            continue;
-        };
-        assert!(
-            file == "suite.rs"
-                || suite.contains(&format!("\nmod {m};"))
-                || manifest.contains(&format!("path = \"tests/{file}\"")),
-            "tests/{file} is in no test target: add `mod {m};` to tests/suite.rs"
-        );
+    let root = common::repo();
+    for krate in ["tools", "dataplane"] {
+        let dir = root.join(krate);
+        let read = |p: &str| std::fs::read_to_string(dir.join(p)).expect(p);
+        let (manifest, suite) = (read("Cargo.toml"), read("tests/suite.rs"));
+        for e in std::fs::read_dir(dir.join("tests")).expect("tests/") {
+            let file = e
+                .expect("dir entry")
+                .file_name()
+                .into_string()
+                .expect("UTF-8");
+            let Some(m) = file.strip_suffix(".rs") else {
+                continue;
+            };
+            assert!(
+                file == "suite.rs"
+                    || suite.contains(&format!("\nmod {m};"))
+                    || manifest.contains(&format!("path = \"tests/{file}\"")),
+                "{krate}/tests/{file} is in no test target: add `mod {m};` to its tests/suite.rs"
+            );
+        }
     }
 }
