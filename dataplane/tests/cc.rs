@@ -9,7 +9,7 @@
 //! * A 16:1 incast of 8 MB flows into a PFC-enabled switch: DCQCN and HPCC cause fewer PFC
 //!   pauses than the same incast without congestion control (`none`: line-rate senders).
 
-mod common;
+use crate::common;
 
 use dataplane::fabric::probe::{PortCounter, ProbeTarget};
 use dataplane::fabric::{Fabric, FabricOptions};

@@ -15,7 +15,7 @@
 //! recovered.)
 //! (Run with `--nocapture` for the figures.)
 
-mod common;
+use crate::common;
 
 use dataplane::fabric::{Fabric, FabricOptions};
 use dataplane::Topology;

@@ -1,7 +1,7 @@
 //! External AFC controllers on real frames: a Python process writes pause/resume words into a
 //! switch's shared-memory command ring (`deploy/afc/afc.py`) while traffic flows. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, xoff, Bed};
 use dataplane::stats::SwitchSnapshot;

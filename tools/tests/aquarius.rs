@@ -4,7 +4,7 @@
 //! (§3.3 opportunistic re-assigning), so the other flow keeps the uplink's remaining rate.
 //! Requires root.
 
-mod common;
+use crate::common;
 
 use common::{n, repo, serial, Bed};
 use serde_json::Value;

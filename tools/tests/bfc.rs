@@ -3,7 +3,7 @@
 //! not the bottleneck keeps its rate; the signal frames are captured with tshark. Requires
 //! root.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, Bed};
 use serde_json::Value;

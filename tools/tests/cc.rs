@@ -2,7 +2,7 @@
 //! experiment` in virtual time, and `xoff host --cc dcqcn` on real frames through an
 //! ECN-marking switch (root).
 
-mod common;
+use crate::common;
 
 use common::{read_output, repo, serial, start_hosts, unique, unix_ns, xoff, Bed};
 use serde_json::Value;

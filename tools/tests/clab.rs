@@ -6,7 +6,7 @@
 //! bound topology file, `/run/xoff` and `/var/log`. The switches must come up on the
 //! interfaces the export named, and hosts on different leaves must reach each other.
 
-mod common;
+use crate::common;
 
 use common::{repo, require_root, serial, unique, xoff, Bed};
 use serde_json::Value;

@@ -15,7 +15,7 @@
 //! * `captured_proteus_frames_from_a_leaf_spine` (root): the version-2 shim and Proteus
 //!   feedback, tapped on a leaf's uplinks of `leafspine.toml` run with `lb = "proteus"`.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, xoff, Bed};
 use flowctl::pyrrha::wire::{Frame as PyrrhaFrame, PyrrhaRepr};

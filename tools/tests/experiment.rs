@@ -2,7 +2,7 @@
 //! the paper-scale leaf-spine, shortened). The real-frame 8:1 incast (root) runs as the real
 //! half of `xoff repro sim2real` (`tools/tests/repro.rs`).
 
-mod common;
+use crate::common;
 
 use common::{repo, serial};
 use serde_json::Value;

@@ -8,7 +8,7 @@
 //! under 1 000 silent clients (`dataplane/tests/ctl.rs`) are covered elsewhere; here the
 //! control socket is flooded while the switch forwards. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{eth0_counter, serial, three_hosts, Bed};
 use dataplane::audit::Audit;

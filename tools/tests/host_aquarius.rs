@@ -8,7 +8,7 @@
 //! testbed audit balances. s1's FLOW PAUSE / FLOW RESUME toward h1 are captured with the
 //! switch's tap and named by tshark with the shipped dissector. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{n, rate_bps, read_output, repo, rx_of, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;

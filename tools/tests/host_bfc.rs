@@ -5,7 +5,7 @@
 //! although the senders' windows (2 MB) are far above the switch's queues (256 KB). The same
 //! incast with hosts that do not speak BFC overflows the switch. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{n, read_output, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! counted (`port_down`/`port_up` in `xoff ctl stats --json`) as it happens, while the other
 //! ports keep forwarding. A veth testbed in uniquely named namespaces. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{serial, three_hosts, Bed};
 use dataplane::stats::SwitchSnapshot;

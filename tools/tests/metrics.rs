@@ -2,7 +2,7 @@
 //! `promtool check metrics`, counters monotonic across scrapes and equal to `xoff ctl stats`
 //! once traffic stops. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, Bed};
 use std::collections::HashMap;

@@ -10,7 +10,7 @@
 //! sandbox is killed as a whole. The checks that no `xoff` process and no XDP program remain
 //! run inside the sandbox, after Mininet stopped and before the sandbox exits.
 
-mod common;
+use crate::common;
 
 use common::{repo, require_root, serial, xoff};
 use std::path::Path;

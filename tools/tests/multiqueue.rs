@@ -17,7 +17,7 @@
 //! sender's TX queue mapping as a recorded RX queue plus one. Real NIC drivers record the RX
 //! queue; the generic test therefore asks for three busy queues, as the native one does.
 
-mod common;
+use crate::common;
 
 use common::{require_root, serial, unique, xoff};
 use dataplane::ctl::{self, Request, Response};

@@ -1,7 +1,7 @@
 //! The foundation on real frames: testbeds in network namespaces, forwarding through
 //! `xoff run` over AF_XDP. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, xoff, Bed};
 use std::process::Command;

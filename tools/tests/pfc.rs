@@ -1,7 +1,7 @@
 //! PFC on real frames: switch-to-switch pauses in `chain-pfc.toml`, decoded by tshark, and the
 //! PFC watchdog against a host's pause storm. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, Bed};
 use serde_json::Value;

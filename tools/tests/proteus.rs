@@ -8,7 +8,7 @@
 //!   on the spine path an `xoff host` flow took should move the flow's new packets to the
 //!   other spine (Algorithm 2 at leaf1). Ignored: it does not; see the test.
 
-mod common;
+use crate::common;
 
 use common::{read_output, repo, serial, start_hosts, unique, unix_ns, Bed};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! flow sharing the uplink but not the root keeps its rate, and nothing is lost at the root.
 //! Requires root.
 
-mod common;
+use crate::common;
 
 use common::{n, repo, serial, Bed};
 use serde_json::Value;

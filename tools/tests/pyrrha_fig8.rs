@@ -20,7 +20,7 @@
 //! the incast 49.1-49.3 Mbit/s of R1's link in both. Checked against PFC-only semantics: the
 //! Pyrrha cell run on the PFC-only network fails the Pyrrha check (VS 23.7 Mbit/s < 30).
 
-mod common;
+use crate::common;
 
 use common::{n, rate_bps, read_output, repo, rx_of, serial, start_hosts, unique, unix_ns, Bed};
 use dataplane::host::wire::{flow_port, PORT};

@@ -4,7 +4,7 @@
 //! checks run (`tools/src/repro/`). And `xoff repro sim2real` (root): real frames and virtual
 //! time agree, and the real-frame experiment runner's 8:1 incast is lossless with PFC.
 
-mod common;
+use crate::common;
 
 use common::{require_root, serial};
 use serde_json::Value;

@@ -12,7 +12,7 @@
 //! PGs, SIH's shared pool loses 63 η to static headroom and DSH's queue-level threshold is
 //! `T − η`, so DSH's queues stay longer at any η that fits.
 
-mod common;
+use crate::common;
 
 use common::{repo, require_root, run_experiment, serial, unique};
 use serde_json::Value;

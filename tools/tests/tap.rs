@@ -11,7 +11,7 @@
 //! edges lie between two `xoff ctl stats` taken before and after (they are real counter
 //! values, not the tap's own count); every timestamp lies inside the window.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, xoff, Bed};
 use dataplane::tap::{TapDir, TapSummary};

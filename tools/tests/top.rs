@@ -1,7 +1,7 @@
 //! `xoff top` tested as a person uses it: in a terminal (tmux), while traffic runs, reading
 //! the screen. Requires root and tmux.
 
-mod common;
+use crate::common;
 
 use common::{repo, serial, xoff, Bed};
 use std::process::Command;

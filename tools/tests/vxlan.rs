@@ -4,7 +4,7 @@
 //! and `--machine B` build the leaves with their hosts and the spines, every leaf-spine link a
 //! kernel VXLAN tunnel whose socket lives in its machine's underlay namespace. Requires root.
 
-mod common;
+use crate::common;
 
 use common::{repo, require_root, serial, unique, xoff, Bed};
 use dataplane::config::Topology;
