@@ -365,6 +365,57 @@ mod proteus_at_the_source_edge {
         assert_eq!((st.hop_reroutes, st.hop_reroutes_held), (0, 1));
     }
 
+    /// Better late than never for a packet at the head of a paused queue: with the other path
+    /// 7 µs slower (`t_td` = 7 µs) and nothing of the flow queued or unconfirmed, a packet
+    /// meeting a pause that began 10 µs before it takes the other path (the pause's age counts
+    /// in `t_qd`); before, the empty queue's `t_qd` of 0 made it wait out a pause of any
+    /// length, and the flow's later packets could not pass it (issue 18, real frames).
+    #[test]
+    fn a_pause_older_than_t_td_moves_an_idle_flow_at_once() {
+        let mut l = leaf();
+        let fb = |l: &mut Leaf, arrived_ns: u32, now: u64| {
+            let entries = vec![
+                FeedbackEntry {
+                    path: l.path[0],
+                    t_pd_ns: 10_000,
+                    u_permille: 0,
+                    arrived_ns: 0,
+                },
+                FeedbackEntry {
+                    path: l.path[1],
+                    t_pd_ns: 3_000,
+                    u_permille: 500,
+                    arrived_ns,
+                },
+            ];
+            let fb = FeedbackRepr {
+                dst_addr: [1, 0x80, 0xc2, 0, 0, 0x0e],
+                src_addr: [2, 0, 0, 0, 0, 9],
+                edge: 0,
+                entries,
+            };
+            let mut b = vec![0u8; 128];
+            let n = fb.emit(&mut b);
+            let up = l.up[0];
+            l.rx(up, &b[..n], now);
+        };
+        fb(&mut l, 0, 0);
+        l.data(US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 1), "the faster path");
+        let sent = l.drain(1, 2 * US);
+        assert_eq!(sent.len(), 1);
+        fb(&mut l, sent[0].sent_ns, 25 * US);
+        l.pfc(1, 0xFFFF, 30 * US);
+        l.data(40 * US);
+        assert_eq!(
+            (l.enq(0), l.enq(1)),
+            (1, 1),
+            "moved: paused 10 us >= t_td 7 us"
+        );
+        let st = l.sw.scheme_stats(41 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.hop_reroutes, st.hop_reroutes_held), (1, 0));
+    }
+
     /// Better late than never: with feedback saying the other path is 7 µs slower
     /// (`t_td` = 7 µs), a pause in front of one packet (`t_qd` ≈ 0.2 µs) is tolerated.
     #[test]

@@ -9,8 +9,7 @@
 //!   refreshed for 1.5 s) on the spine path it took: its new packets should take the other
 //!   spine (Algorithm 2 at leaf1) with 0 reordered, where ECMP (the control) waits out the
 //!   pause. A flow with packets held behind the pause cannot move in order at all (see the
-//!   test). Ignored: the first new packet's `t_td` exceeds `t_qd` = 0 of the empty paused
-//!   queue, so it waits, and the order rule holds the rest; measured figures in the test.
+//!   test).
 
 mod common;
 
@@ -303,28 +302,20 @@ fn on_off_run(lb: &str) -> OnOff {
 /// Before the rule, moving such a flow at its full rate reordered 0-89 packets per run, with
 /// 0-36 held behind the pause (session 12; that test is replaced by this one).
 ///
-/// Ignored: under Proteus the flow does not move yet. Measured (2 runs, the second with the
-/// shared clock of `dataplane::clock::MonoClock`): the ON phase ended at 0.31-0.34 s on up1,
-/// 0 reordered; in the pause 0 B left on either uplink, 234 packets waited behind it,
-/// `hop_reroutes` 0, `hop_reroutes_held` 187 and 202, and the second ON phase arrived from
-/// 2.76 s (after the pause) in order, 0 lost. ECMP, the control, the same: 0 B on the other
-/// uplink, 234 held. Why: the flow's first new packet finds the paused uplink's queue empty,
-/// so `t_qd` = 0 (`loadbal::proteus::hop`), while its `t_td` (the alternative's fed-back
-/// delay less its path's) is positive: about 0.4-0.6 ms, the packets that joined the queue
-/// before `t_qd` reached it (32 and 47; each adds 12 us at 1 Gbit/s) and were not offered a
-/// move. The alternative's delay is the last measurement of a path idle since (a period with
-/// no arrivals keeps its `t_pd`), taken while the ON phase loaded the software switches. That
-/// packet waits behind the pause, and the order rule rightly holds every later one
-/// (`hop_reroutes_held`). Algorithm 2 as the paper writes it decides once, on arrival, from
-/// the queue ahead: a pause that has already lasted 200 ms counts for nothing there, so better
-/// late than never (§III-C, wait at most `t_td`) does not happen for a packet at the head of a
-/// paused queue. What would make this hold: `t_qd` including how long the egress has been
-/// paused (from the XOFF's arrival, not from the first packet that sees it), which needs the
-/// pause start per port and class in the AFC registers, and a virtual-time check that
-/// `xoff repro proteus` (Fig. 4, §V-B) keeps its figures (session 12 tried the age as
-/// arrivals see it, before the order rule, and Fig. 4 lost its margin).
+/// Measured, 5 runs (Proteus / ECMP): the ON phase delivered 86-145 / 120-211 Mbit/s and
+/// ended at 0.26-0.42 s; in 1 s of the pause the other uplink carried 89.5-125.6 Mbit/s of
+/// the second ON phase under Proteus (`hop_reroutes` 1, `hop_reroutes_held` 0, 0 packets
+/// waiting behind the pause, 209-239 XOFF received, the second phase's first packet at
+/// 1.401 s) and 0 B under ECMP (234 packets waiting, the second phase's first packet at
+/// 2.76-2.78 s, after the pause); 0 reordered and 0 lost in every run and phase.
+///
+/// Before Algorithm 2's `t_qd` counted the pause's age (`dataplane::scheme::proteus`) the flow
+/// did not move: its first new packet found the paused queue empty (`t_qd` = 0) while its
+/// `t_td` was about 0.4-0.6 ms (the alternative's last fed-back delay, measured while the ON
+/// phase loaded the software switches), so it waited behind the pause and the order rule
+/// held every later one (`hop_reroutes` 0, `hop_reroutes_held` 187 and 202, 234 packets
+/// waiting; 2 runs).
 #[test]
-#[ignore = "the first new packet waits behind the pause (t_td > t_qd = 0) and the order rule holds the rest (see the doc)"]
 fn a_long_pfc_pause_moves_an_idle_flows_new_packets_to_the_other_spine_in_order() {
     let _g = serial();
     let pr = on_off_run("proteus");
