@@ -239,12 +239,27 @@ mod proteus_at_the_source_edge {
         /// Feedback from L3 for both paths at `t_pd_ns` (idle links), with uplink `i`'s path's
         /// arrival frontier at `arrived_ns` (the other's at 0).
         fn feedback(&mut self, i: usize, t_pd_ns: u32, arrived_ns: u32, now: u64) {
+            let mut arrived = [0; 2];
+            arrived[i] = arrived_ns;
+            self.feedback_of([t_pd_ns; 2], [0; 2], arrived, i, now);
+        }
+
+        /// Feedback from L3, arriving on uplink `on`: per path (uplink order) `t_pd`, `u_link`
+        /// and the arrival frontier.
+        fn feedback_of(
+            &mut self,
+            t_pd_ns: [u32; 2],
+            u_permille: [u16; 2],
+            arrived_ns: [u32; 2],
+            on: usize,
+            now: u64,
+        ) {
             let entries = (0..2)
                 .map(|k| FeedbackEntry {
                     path: self.path[k],
-                    t_pd_ns,
-                    u_permille: 0,
-                    arrived_ns: if k == i { arrived_ns } else { 0 },
+                    t_pd_ns: t_pd_ns[k],
+                    u_permille: u_permille[k],
+                    arrived_ns: arrived_ns[k],
                 })
                 .collect();
             let fb = FeedbackRepr {
@@ -255,7 +270,7 @@ mod proteus_at_the_source_edge {
             };
             let mut b = vec![0u8; 128];
             let n = fb.emit(&mut b);
-            self.rx(self.up[i], &b[..n], now);
+            self.rx(self.up[on], &b[..n], now);
         }
 
         /// Data packets queued on uplink `i` so far.
@@ -365,6 +380,35 @@ mod proteus_at_the_source_edge {
         assert_eq!((st.hop_reroutes, st.hop_reroutes_held), (0, 1));
     }
 
+    /// Better late than never for a packet at the head of a paused queue: with the other path
+    /// 7 µs slower (`t_td` = 7 µs) and nothing of the flow queued or unconfirmed, a packet
+    /// meeting a pause that began 10 µs before it takes the other path (the pause's age counts
+    /// in `t_qd`); before, the empty queue's `t_qd` of 0 made it wait out a pause of any
+    /// length, and the flow's later packets could not pass it (issue 18, real frames).
+    #[test]
+    fn a_pause_older_than_t_td_moves_an_idle_flow_at_once() {
+        let mut l = leaf();
+        // As below: the path via up2 at 3 us (non-congested), via up1 at 10 us.
+        let fb = |l: &mut Leaf, arrived_ns: u32, now: u64| {
+            l.feedback_of([10_000, 3_000], [0, 500], [0, arrived_ns], 0, now);
+        };
+        fb(&mut l, 0, 0);
+        l.data(US);
+        assert_eq!((l.enq(0), l.enq(1)), (0, 1), "the faster path");
+        let sent = l.drain(1, 2 * US);
+        assert_eq!(sent.len(), 1);
+        fb(&mut l, sent[0].sent_ns, 25 * US);
+        l.pfc(1, 0xFFFF, 30 * US);
+        l.data(40 * US);
+        assert_eq!(
+            (l.enq(0), l.enq(1)),
+            (1, 1),
+            "moved: paused 10 us >= t_td 7 us"
+        );
+        let st = l.sw.scheme_stats(41 * US).unwrap().proteus.unwrap();
+        assert_eq!((st.hop_reroutes, st.hop_reroutes_held), (1, 0));
+    }
+
     /// Better late than never: with feedback saying the other path is 7 µs slower
     /// (`t_td` = 7 µs), a pause in front of one packet (`t_qd` ≈ 0.2 µs) is tolerated.
     #[test]
@@ -373,28 +417,7 @@ mod proteus_at_the_source_edge {
         // Feedback for L1 (edge 0): path via up2 at 3 µs (non-congested: base 2 × (1 µs +
         // 306 ns), RTT_low 1.3 × that = 3.4 µs), path via up1 at 10 µs and idle
         // (undetermined).
-        let fb = FeedbackRepr {
-            dst_addr: [1, 0x80, 0xc2, 0, 0, 0x0e],
-            src_addr: [2, 0, 0, 0, 0, 9],
-            edge: 0,
-            entries: vec![
-                FeedbackEntry {
-                    path: l.path[0],
-                    t_pd_ns: 10_000,
-                    u_permille: 0,
-                    arrived_ns: 0,
-                },
-                FeedbackEntry {
-                    path: l.path[1],
-                    t_pd_ns: 3_000,
-                    u_permille: 500,
-                    arrived_ns: 0,
-                },
-            ],
-        };
-        let mut b = vec![0u8; 128];
-        let n = fb.emit(&mut b);
-        l.rx(l.up[0], &b[..n], 0);
+        l.feedback_of([10_000, 3_000], [0, 500], [0, 0], 0, 0);
         l.data(US);
         assert_eq!((l.enq(0), l.enq(1)), (0, 1), "the faster path");
         l.pfc(1, 0xFFFF, 2 * US);

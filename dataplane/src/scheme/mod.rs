@@ -262,7 +262,7 @@ impl Scheme {
             Scheme::Bfc(b) => b.on_control(port, ethertype, frame, afc, now),
             Scheme::Pyrrha(p) => p.on_control(port, ethertype, frame, afc, now),
             Scheme::Aquarius(a) => a.on_control(port, ethertype, frame, afc, now),
-            Scheme::Proteus(p) => p.on_control(ethertype, frame, now),
+            Scheme::Proteus(p) => p.on_control(port, ethertype, frame, now),
             Scheme::Conga(_) => None,
         }
     }

@@ -24,12 +24,25 @@
 //!   its latest arrival), which Algorithm 1's order rule needs (issue 18). This is the paper's "periodic feedback frame" way; the measurement does
 //!   not ride on reverse data traffic (the fabric's flows are one way).
 //! - A path kicked out by Algorithm 2 is active again as soon as its egress is not paused.
+//! - Algorithm 2's `t_qd` at a PFC-paused egress is the queue ahead at line rate plus how long
+//!   the egress has been paused for the packet's class (from the first XOFF of the pause,
+//!   kept across refreshes, until an XON or the last XOFF's quanta lapse; this adapter reads
+//!   the PFC frames before the PFC scheme acts on them). The paper's packet decides on
+//!   arrival from the queue ahead alone, and a packet that then waits cannot give up later:
+//!   at the head of a queue paused for 200 ms (nothing ahead, `t_qd` = 0) any `t_td` > 0 made
+//!   it wait out the whole pause, and the flow's later packets could not move past it (issue
+//!   18, `tools/tests/proteus.rs`). Better late than never (§III-C) is "wait at most
+//!   `D_ps − D_po`, then reroute"; a packet that arrives when the pause has already lasted
+//!   longer than its `t_td` is where a packet that came with the pause would have given up,
+//!   so it takes the alternative at once ("for the long continuous PFC pausing, Proteus will
+//!   decide to switch the path", §III). A pause younger than `t_td` is still waited out.
 
 use super::{ControlFrame, PktMeta};
 use crate::config::paths::ProteusSpec;
 use crate::config::SwitchSpec;
 use crate::frame::{FrameMem, Pkt};
 use crate::wire::EtherType;
+use flowctl::wire::pfc::{quanta_to_ps, Frame as MacCtlFrame, MacControlRepr};
 use flowctl::wire::proteus::{FeedbackEntry, FeedbackRepr, ShimRepr, NO_PATH, U24_MAX};
 use loadbal::proteus::{
     min_queuing_delay, FlowRef, Hop, HopAction, LinkLoad, Params, PathEntry, PathId, PathMeter,
@@ -191,6 +204,9 @@ pub struct ProteusScheme {
     relay_at: Option<u64>,
     /// Time of the departure being rewritten (set by `on_dequeue`, read by `egress_rewrite`).
     now: u64,
+    /// Per port and PFC class, the PFC pause received there: (since, until) in ps; paused
+    /// while `now < until`.
+    pauses: Vec<[(u64, u64); 8]>,
     stats: ProteusStats,
 }
 
@@ -237,6 +253,7 @@ impl ProteusScheme {
             relay: Vec::new(),
             relay_at: None,
             now: 0,
+            pauses: vec![[(0, 0); 8]; spec.ports.len()],
             stats: ProteusStats::default(),
             spec: ps,
         })
@@ -246,8 +263,20 @@ impl ProteusScheme {
         self.stats.clone()
     }
 
-    /// A feedback signal: applied if addressed to this edge, else relayed toward its edge.
-    pub fn on_control(&mut self, ethertype: u16, frame: &[u8], now: u64) -> Option<bool> {
+    /// A feedback signal: applied if addressed to this edge, else relayed toward its edge. A
+    /// PFC frame on `port` is noted (the pause's start, for Algorithm 2) and left to the PFC
+    /// scheme.
+    pub fn on_control(
+        &mut self,
+        port: usize,
+        ethertype: u16,
+        frame: &[u8],
+        now: u64,
+    ) -> Option<bool> {
+        if ethertype == EtherType::MAC_CONTROL {
+            self.on_pfc(port, frame, now);
+            return None;
+        }
         if ethertype != EtherType::XOFF_SIGNAL || !FeedbackRepr::is_feedback(frame) {
             return None;
         }
@@ -276,6 +305,41 @@ impl ProteusScheme {
             self.queue_feedback(usize::from(*port), r.edge, r.entries, now);
         }
         Some(false)
+    }
+
+    /// A PFC frame arrived on `port`: an XOFF starts a pause of its class unless one is in
+    /// force (a refresh keeps its start), an XON ends it.
+    fn on_pfc(&mut self, port: usize, frame: &[u8], now: u64) {
+        let Some(MacControlRepr::Pfc(r)) = MacCtlFrame::new_checked(frame)
+            .ok()
+            .and_then(|f| MacControlRepr::parse(&f).ok())
+        else {
+            return;
+        };
+        let (Some(cls), Some(&rate)) = (self.pauses.get_mut(port), self.rates.get(port)) else {
+            return;
+        };
+        for (c, p) in cls.iter_mut().enumerate() {
+            if r.class_enable & (1 << c) == 0 {
+                continue;
+            }
+            let until = match r.quanta[c] {
+                0 => 0,
+                q => now.saturating_add(quanta_to_ps(q, rate)),
+            };
+            let since = if now < p.1 { p.0 } else { now };
+            *p = (since, until);
+        }
+    }
+
+    /// How long `port` has been PFC-paused for class `prio` at `now` (0 if it is not).
+    #[inline]
+    fn paused_for(&self, port: u16, prio: u8, now: u64) -> u64 {
+        self.pauses
+            .get(usize::from(port))
+            .and_then(|c| c.get(usize::from(prio)))
+            .filter(|p| now < p.1)
+            .map_or(0, |p| now - p.0)
     }
 
     fn queue_feedback(&mut self, port: usize, edge: u16, entries: Vec<FeedbackEntry>, now: u64) {
@@ -394,7 +458,10 @@ impl ProteusScheme {
             }
         }
         let c = view(i);
-        let t_qd = min_queuing_delay(c.queue_bytes, self.rates[usize::from(c.port)]);
+        let mut t_qd = min_queuing_delay(c.queue_bytes, self.rates[usize::from(c.port)]);
+        if c.paused {
+            t_qd = t_qd.saturating_add(self.paused_for(c.port, pkt.prio, now));
+        }
         let src = at_source.and_then(|(d, _, prev)| Some((self.sources[d].as_ref()?, prev)));
         let held = std::cell::Cell::new(false);
         let reachable = |p: PathId| {
