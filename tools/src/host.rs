@@ -94,6 +94,11 @@ pub struct HostArgs {
     /// longer (tools/tests/cc.rs runs 100 Mbit/s with 10). Senders and receiver must agree.
     #[arg(long, default_value_t = 1)]
     pub dcqcn_time_scale: u32,
+    /// What the receiver does with a data packet above the one it expects: `buffer` (keep
+    /// it, ACK cumulatively: a reordering buffer) or `go-back-n` (drop it and NAK the
+    /// expected one once; the sender goes back to it, as commodity RoCE NICs do).
+    #[arg(long, default_value = "buffer")]
+    pub out_of_order: String,
     /// Interface.
     #[arg(long, default_value = "eth0")]
     pub iface: String,
@@ -212,6 +217,10 @@ pub fn run(a: HostArgs) -> Result<i32> {
         bail!("--dcqcn-time-scale: 0 (1 is the paper's timers)");
     }
     cfg.dcqcn_time_scale = a.dcqcn_time_scale;
+    cfg.out_of_order = a
+        .out_of_order
+        .parse()
+        .map_err(|e| anyhow!("--out-of-order: {e}"))?;
     // How much sending time a stalled loop may make up: the NIC 200 us (more would send the
     // stall's backlog at veth speed: beside a CPU hog, 10 ms gave bursts that the switch
     // marked, and DCQCN's split in tools/tests/cc.rs went 30/63 Mbit/s in 3 of 5 runs); a

@@ -112,6 +112,34 @@ pub struct StackConfig {
     /// DCQCN's timers and the notification point's CNP interval run this many times slower
     /// than the paper's (1: as the paper; [`cc::dcqcn::Params::time_scaled`]).
     pub dcqcn_time_scale: u32,
+    /// What the receiver does with a data packet above the one it expects.
+    pub out_of_order: OutOfOrder,
+}
+
+/// A receiver's answer to a data packet above the next one it expects (`[host] out_of_order`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OutOfOrder {
+    /// Keep it and ACK cumulatively: a reordering buffer, as the Proteus paper's evaluation
+    /// gives every scheme (§V: "We use reordering buffer to mask packet reordering").
+    #[default]
+    Buffer,
+    /// Drop it and NAK the expected packet once per hole; the sender goes back to it
+    /// ([`wire::FLAG_NAK`]). The go-back-N of commodity RoCE NICs (the Proteus paper's
+    /// footnote 2: "most commodity RDMA NICs still use go-back-N retransmission scheme to
+    /// deal with out-of-order packets"; the IB transport's PSN sequence error NAK, after
+    /// which the responder drops out-of-sequence packets until the expected one arrives).
+    GoBackN,
+}
+
+impl std::str::FromStr for OutOfOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "buffer" => Ok(OutOfOrder::Buffer),
+            "go-back-n" => Ok(OutOfOrder::GoBackN),
+            o => Err(format!("`{o}`: expected `buffer` or `go-back-n`")),
+        }
+    }
 }
 
 impl StackConfig {
@@ -135,6 +163,7 @@ impl StackConfig {
             cc: CcKind::default(),
             base_rtt_ps,
             dcqcn_time_scale: 1,
+            out_of_order: OutOfOrder::Buffer,
         }
     }
 }
@@ -271,6 +300,12 @@ struct RxFlow {
     high: u64,
     /// When the last CNP went to this flow's sender (DCQCN notification point).
     last_cnp_ps: Option<u64>,
+    /// Go-back-N: the packet last NAKed (one NAK per hole); packets that arrived and were
+    /// dropped (their next copy is no recovery from loss); holes a retransmission filled
+    /// before the original came (if it comes, it was late, not lost).
+    naked: Option<u64>,
+    dropped: std::collections::BTreeSet<u64>,
+    refilled: std::collections::BTreeSet<u64>,
     rec: RxRecord,
 }
 
@@ -305,6 +340,11 @@ pub struct StackCounters {
     /// Sender: ACKs that echoed CE (ECE) and that carried a CNP.
     pub ece_rx: u64,
     pub cnp_rx: u64,
+    /// Go-back-N: data packets dropped above the expected one, NAKs sent (receiver) and
+    /// received (sender).
+    pub ooo_dropped: u64,
+    pub naks_tx: u64,
+    pub naks_rx: u64,
 }
 
 /// One host's sender and receiver.
@@ -566,6 +606,16 @@ impl HostStack {
                 }
             }
         }
+        // A go-back-N receiver dropped what came after `ack`: send it all again from there
+        // (not for a NAK older than what is acknowledged by now). The RTT measurement goes
+        // with it (Karn).
+        if h.flags & wire::FLAG_NAK != 0 {
+            self.counters.naks_rx += 1;
+            if h.ack >= una0 && f.nxt > f.una {
+                f.nxt = f.una;
+                f.timed = None;
+            }
+        }
         let m = u64::from(mss);
         f.cc.on_ack(&AckEvent {
             now,
@@ -605,36 +655,64 @@ impl HostStack {
         rec.rx_bytes += u64::from(len);
         rec.last_ps = now;
         let s = h.seq;
+        let retx = h.flags & wire::FLAG_RETX != 0;
+        let gbn = self.cfg.out_of_order == OutOfOrder::GoBackN;
+        let mut flags = wire::FLAG_ACK;
+        // Go-back-N: the original of a packet whose retransmission came first (by a faster
+        // path) was late, not lost, whether it is kept or dropped now.
+        if !retx && r.refilled.remove(&s) {
+            rec.recovered -= 1;
+            rec.reordered += 1;
+        }
         if s < r.expected || r.ooo.contains(&s) {
             rec.duplicates += 1;
         } else {
-            if s > r.high {
-                rec.gaps += s - r.high;
-            } else if s < r.high {
-                // Fills a hole: reordering if the original, recovery if a retransmission.
-                if h.flags & wire::FLAG_RETX != 0 {
-                    rec.recovered += 1;
-                } else {
-                    rec.reordered += 1;
+            // A hole's accounting goes with the first copy that arrives, kept or not (a
+            // go-back-N receiver may have dropped an earlier one).
+            if !r.dropped.contains(&s) {
+                if s > r.high {
+                    rec.gaps += s - r.high;
+                } else if s < r.high {
+                    // Fills a hole: reordering if the original, recovery if a retransmission.
+                    if retx {
+                        rec.recovered += 1;
+                        if gbn {
+                            r.refilled.insert(s);
+                        }
+                    } else {
+                        rec.reordered += 1;
+                    }
                 }
             }
-            if s == r.expected {
-                r.expected += 1;
-                while r.ooo.remove(&r.expected) {
-                    r.expected += 1;
+            if gbn && s > r.expected {
+                // Dropped: it comes again after the sender goes back. The first packet past
+                // a hole NAKs it; the rest of the hole's packets are dropped without one.
+                r.dropped.insert(s);
+                self.counters.ooo_dropped += 1;
+                if r.naked != Some(r.expected) {
+                    r.naked = Some(r.expected);
+                    flags |= wire::FLAG_NAK;
+                    self.counters.naks_tx += 1;
                 }
             } else {
-                r.ooo.insert(s);
-            }
-            if r.expected >= rec.pkts && rec.complete_ps.is_none() {
-                rec.complete_ps = Some(now);
+                r.dropped.remove(&s);
+                if s == r.expected {
+                    r.expected += 1;
+                    while r.ooo.remove(&r.expected) {
+                        r.expected += 1;
+                    }
+                } else {
+                    r.ooo.insert(s);
+                }
+                if r.expected >= rec.pkts && rec.complete_ps.is_none() {
+                    rec.complete_ps = Some(now);
+                }
             }
         }
         r.high = r.high.max(s + 1);
         // Congestion feedback for whichever control the sender runs: the CE echo (DCTCP) and,
         // at most once per flow per 50 µs (times the time scale), a CNP (DCQCN §3.2's
         // notification point).
-        let mut flags = wire::FLAG_ACK;
         if ce {
             self.counters.ce_rx += 1;
             flags |= wire::FLAG_ECE;
@@ -1082,6 +1160,115 @@ mod tests {
         assert_eq!((r.gaps, r.recovered, r.reordered, r.lost()), (1, 1, 0, 1));
         let ack = *drain(&mut b, &mut t).last().unwrap();
         assert_eq!(ack.hdr.ack, 4);
+    }
+
+    #[test]
+    fn go_back_n_receiver_drops_past_a_hole_naks_once_and_the_sender_goes_back() {
+        let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
+        cfg.window_bytes = 6 * u64::from(cfg.mss);
+        let mut a = HostStack::new(cfg.clone(), &[flow(7, 6 * u64::from(cfg.mss))]);
+        let rx = StackConfig {
+            host: 1,
+            out_of_order: OutOfOrder::GoBackN,
+            ..cfg.clone()
+        };
+        let mut b = HostStack::new(rx.clone(), &[]);
+        // The same arrivals at a buffering receiver: nothing dropped, no NAK.
+        let mut buf = HostStack::new(StackConfig { host: 1, ..cfg }, &[]);
+        a.on_tick(0);
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        assert_eq!(sent.len(), 6);
+        // Packet 1 is overtaken by 2..=4, then arrives; 5 after it.
+        for &seq in &[0, 2, 3, 4, 1, 5] {
+            let s = sent[seq as usize];
+            b.on_frame(1, &s.hdr, s.frame_len());
+            buf.on_frame(1, &s.hdr, s.frame_len());
+        }
+        let acks = drain(&mut b, &mut t);
+        let naks: Vec<u64> = acks
+            .iter()
+            .filter(|k| k.hdr.flags & wire::FLAG_NAK != 0)
+            .map(|k| k.hdr.ack)
+            .collect();
+        // One NAK per hole: 2 NAKs 1 (3 and 4 are dropped without one); once 1 arrives, 5
+        // finds the next hole, at 2 (2..=4 were dropped), and NAKs it.
+        assert_eq!(naks, vec![1, 2]);
+        assert_eq!((b.counters.ooo_dropped, b.counters.naks_tx), (4, 2));
+        let r = &b.rx_records()[0];
+        assert_eq!(
+            (r.gaps, r.reordered, r.lost()),
+            (1, 1, 0),
+            "1 was late, not lost"
+        );
+        assert!(drain(&mut buf, &mut t)
+            .iter()
+            .all(|k| k.hdr.flags & wire::FLAG_NAK == 0));
+        assert_eq!(buf.counters.ooo_dropped, 0);
+        assert_eq!(buf.rx_records()[0].complete_ps, Some(1));
+        assert_eq!(b.rx_records()[0].complete_ps, None, "2..=4 must come again");
+        // The sender goes back to 1 on the first NAK, then the ACK of 1 moves it to 2, where
+        // the second NAK finds it: 2..=5 again, as retransmissions.
+        for k in &acks {
+            a.on_frame(2, &k.hdr, k.frame_len());
+        }
+        assert_eq!(a.counters.naks_rx, 2);
+        let again = drain(&mut a, &mut t);
+        let seqs: Vec<u64> = again.iter().map(|s| s.hdr.seq).collect();
+        assert_eq!(
+            seqs,
+            vec![2, 3, 4, 5],
+            "from the first unacknowledged packet"
+        );
+        assert!(again.iter().all(|s| s.hdr.flags & wire::FLAG_RETX != 0));
+        for s in &again {
+            b.on_frame(3, &s.hdr, s.frame_len());
+        }
+        let r = &b.rx_records()[0];
+        assert_eq!(r.complete_ps, Some(3));
+        // 2..=5 had arrived (and were dropped): their copies recover nothing.
+        assert_eq!((r.recovered, r.duplicates, r.lost()), (0, 0, 0));
+    }
+
+    #[test]
+    fn go_back_n_a_retransmission_that_overtakes_the_late_original_is_no_loss() {
+        let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
+        cfg.window_bytes = 3 * u64::from(cfg.mss);
+        let mut a = HostStack::new(cfg.clone(), &[flow(7, 3 * u64::from(cfg.mss))]);
+        let mut b = HostStack::new(
+            StackConfig {
+                host: 1,
+                out_of_order: OutOfOrder::GoBackN,
+                ..cfg
+            },
+            &[],
+        );
+        a.on_tick(0);
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        // 1 is held somewhere; 0 and 2 arrive, 2 is dropped and NAKs 1.
+        for i in [0, 2] {
+            b.on_frame(1, &sent[i].hdr, sent[i].frame_len());
+        }
+        for k in drain(&mut b, &mut t) {
+            a.on_frame(2, &k.hdr, k.frame_len());
+        }
+        let again = drain(&mut a, &mut t);
+        assert_eq!(again.iter().map(|s| s.hdr.seq).collect::<Vec<_>>(), [1, 2]);
+        // The retransmission of 1 (another path) comes before the original.
+        for s in &again {
+            b.on_frame(3, &s.hdr, s.frame_len());
+        }
+        let r = &b.rx_records()[0];
+        assert_eq!((r.recovered, r.reordered, r.lost()), (1, 0, 1));
+        assert!(r.complete_ps.is_some());
+        b.on_frame(4, &sent[1].hdr, sent[1].frame_len());
+        let r = &b.rx_records()[0];
+        assert_eq!(
+            (r.recovered, r.reordered, r.duplicates, r.lost()),
+            (0, 1, 1, 0),
+            "late, not lost"
+        );
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub const FLAG_RETX: u8 = 4;
 pub const FLAG_ECE: u8 = 8;
 /// ACK that carries a DCQCN congestion notification (CNP), as HPCC's ns-3 sends it.
 pub const FLAG_CNP: u8 = 16;
+/// ACK from a go-back-N receiver ([`super::OutOfOrder::GoBackN`]) that met a packet above the
+/// one it expects: send again from `ack` (the NAK of a RoCE NIC's PSN sequence error).
+pub const FLAG_NAK: u8 = 64;
 /// Data that asks the switches for INT records / ACK that echoes them
 /// ([`crate::wire::int`]: the stack is the last `INT_LEN` bytes of the IP packet).
 pub const FLAG_INT: u8 = crate::wire::int::FLAG_INT;

@@ -97,6 +97,10 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
         Some(p) if p > 7 => bail!("{fname}: host.ack_prio: {p}: a priority is 0..=7"),
         _ => {}
     }
+    if let Some(o) = &exp.host.out_of_order {
+        o.parse::<dataplane::host::OutOfOrder>()
+            .map_err(|e| anyhow!("{fname}: host.out_of_order: {e}"))?;
+    }
     let mut cells = Vec::new();
     for params in cells_of(&exp.matrix)
         .into_iter()

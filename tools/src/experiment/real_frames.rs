@@ -314,6 +314,9 @@ fn start_hosts(
         if let Some(r) = &exp.host.rto {
             cmd.args(["--rto", r]);
         }
+        if let Some(o) = &exp.host.out_of_order {
+            cmd.args(["--out-of-order", o]);
+        }
         if c.cc != CcKind::default() {
             cmd.args(["--cc", c.cc.as_str()]);
         }

@@ -117,6 +117,10 @@ pub(super) struct HostCfg {
     /// switch ports whose `strict` queues take that priority, ACKs ride a never-paused
     /// strict class that BFC and Aquarius leave alone (virtual time only).
     pub(super) ack_prio: Option<u8>,
+    /// What the receivers do with a packet above the one they expect: `buffer` (default, a
+    /// reordering buffer) or `go-back-n` (drop it and NAK, as commodity RoCE NICs;
+    /// `dataplane::host::OutOfOrder`).
+    pub(super) out_of_order: Option<String>,
 }
 
 /// NIC queues of a BFC host (the fabric's `[sim] nic_bfc_queues` default).

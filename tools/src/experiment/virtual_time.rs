@@ -31,6 +31,12 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
         ),
         None => None,
     };
+    let ooo = match &exp.host.out_of_order {
+        Some(o) => o
+            .parse()
+            .map_err(|e| anyhow!("{f}: host.out_of_order: {e}"))?,
+        None => dataplane::host::OutOfOrder::default(),
+    };
     let rto = match &exp.host.rto {
         Some(r) => Some(parse_time(r).map_err(|e| anyhow!("{f}: host.rto: {e}"))?),
         None => None,
@@ -46,6 +52,7 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
         let mut s = StackConfig::new(i.index as u32, r, rtt);
         s.cc = c.cc;
         s.ack_prio = exp.host.ack_prio;
+        s.out_of_order = ooo;
         if let Some(w) = window {
             s.window_bytes = w;
         }
