@@ -19,11 +19,13 @@
 //!
 //! Schemes: `none` (no flow control), `pfc` (802.1Qbb on the lossless priority), the BFC
 //! variants `bfc`, `bfc-stochastic`, `bfc-single`, and `aquarius` (the switch's `scheme`, PFC
-//! off). The hosts of BFC cells speak BFC with `host.bfc_queues` NIC queues (default 32):
-//! `xoff host --bfc-queues` on real frames, the host stack in BFC mode in virtual time (`[sim]
-//! honor_bfc`, unless the topology's `[sim]` already chooses: `honor_bfc`, or the
-//! partial-deployment `inflight_cap` for hosts that do not speak BFC). The hosts of Aquarius
-//! cells honour its per-flow pauses as well (`xoff host --aquarius` on real frames).
+//! off; BFC's switches share their whole buffer as one pool, which drops only when full, with
+//! no lossless PG and no PFC headroom reserved). The hosts of BFC cells speak BFC with
+//! `host.bfc_queues` NIC queues (default 32): `xoff host --bfc-queues` on real frames, the host
+//! stack in BFC mode in virtual time (`[sim] honor_bfc`, unless the topology's `[sim]` already
+//! chooses: `honor_bfc`, or the partial-deployment `inflight_cap` for hosts that do not speak
+//! BFC). The hosts of Aquarius cells honour its per-flow pauses as well (`xoff host
+//! --aquarius` on real frames).
 //! Matrix key `queues` sets every switch's queues per port and the BFC hosts' NIC queues (BFC-8
 //! vs BFC-32, Aquarius §2/§4); `exclude` drops the cells that match one of its entries.
 //!

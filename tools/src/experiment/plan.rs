@@ -294,17 +294,29 @@ pub(super) fn patch_topology(
                 t.insert("scheme".into(), toml::Value::String(s.into()));
                 if s.starts_with("bfc") {
                     // BFC's switch is a plain shared buffer that drops only when full (BFC
-                    // §6.2.1: "the shared buffer memory model"; "BFC never incurred drops
-                    // except under a 2000-to-1 incast"). With PFC gone, the lossless class's
-                    // dynamic ingress threshold (there to raise XOFF) would only drop: share
-                    // the buffer completely instead (α at its maximum).
+                    // §6.2.1: "the shared buffer memory model", 12 MB; §5: "BFC never
+                    // incurred drops except under a 2000-to-1 incast"). With PFC gone, what
+                    // a lossless class has is only a drop limit: its pool (`lossless_share`
+                    // of the buffer, 3/4 by default), less the headroom reserved for XOFFs
+                    // nobody sends (DSH insurance sized for minimum-size frames, 100 KB a
+                    // port), left the 12 MB leaf of bfc-fig9 6.5 MB shared (and each ingress
+                    // port its 100 KB): with 128 NIC queues its uplink queues filled that and
+                    // it dropped 33 122 frames, 45 % of its buffer never usable. So no PG is
+                    // lossless and the whole buffer
+                    // is one pool, DT α at its largest (a queue may take all but 1/257 of
+                    // what is free), as Pyrrha's "shared buffer mode"
+                    // (`dataplane::scheme::pyrrha::incast_mix`). The audit still holds BFC
+                    // to no loss on every priority (`dataplane::audit::lossless_prios`).
                     if let Some(b) = t.get_mut("buffer").and_then(|b| b.as_table_mut()) {
                         let mut a = toml::Table::new();
                         a.insert(
                             "fraction".into(),
                             toml::Value::Float(mmu::config::Alpha::MAX_FRACTION),
                         );
-                        b.insert("alpha".into(), toml::Value::Table(a));
+                        b.insert("egress_alpha".into(), toml::Value::Table(a));
+                        b.insert("lossless_pgs".into(), toml::Value::Array(Vec::new()));
+                        b.insert("lossless_share".into(), toml::Value::Float(0.0));
+                        b.remove("alpha");
                     }
                 }
             }
@@ -485,24 +497,69 @@ port = [{ name = "p1" }]
         assert!(!cells.contains(&p("aquarius", "32")));
     }
 
-    /// BFC cells share the buffer completely (no ingress threshold without PFC behind it);
-    /// Aquarius and PFC cells keep the topology's α.
+    /// BFC cells share the buffer completely: a BFC switch drops only when its whole buffer
+    /// is full (BFC §6.2.1, §5), not at a lossless pool and headroom meant for PFC. On the
+    /// fig. 9 leaf (24 ports of 100 Gbit/s, 12 MB, DSH, PG 3 lossless) the lossless class
+    /// as BFC cells had it (α = 256) admitted 7.97 MB of the 11.72 MB of MTU frames 12 MB
+    /// holds (6.5 MB shared, then each ingress port's insurance) before the first drop; the
+    /// BFC cell now admits all of it. Aquarius and PFC cells keep the topology's buffer.
     #[test]
     fn bfc_cells_share_the_buffer() {
         let exp: ExpFile = toml::from_str(EXP).unwrap();
-        let topo = TOPO.replace("pfc = {", "buffer = { buffer_bytes = 4000000 }\npfc = {");
-        let alpha = |scheme: &str| {
+        let ports: Vec<String> = (0..24).map(|i| format!("{{ name = \"p{i}\" }}")).collect();
+        let topo = format!(
+            "name = \"t\"\n[[switch]]\nname = \"s1\"\n\
+             defaults = {{ rate = \"100Gbit\", delay = \"1us\", queues = 32 }}\n\
+             buffer = {{ buffer_bytes = 12000000, lossless_pgs = [3], headroom_mode = \"dsh\", \
+             response_ps = 0 }}\npfc = {{ enable_mask = 8 }}\nport = [{}]\n",
+            ports.join(", ")
+        );
+        let buffer = |scheme: &str| -> mmu::MmuConfig {
             let p = BTreeMap::from([("scheme".to_string(), scheme.to_string())]);
             let t: toml::Value = toml::from_str(&patch_topology(&topo, &p, &exp).unwrap()).unwrap();
-            t["switch"][0]["buffer"]
-                .get("alpha")
-                .and_then(|a| a.get("fraction"))
-                .and_then(|f| f.as_float())
+            t["switch"][0]["buffer"].clone().try_into().unwrap()
         };
-        assert_eq!(alpha("bfc"), Some(256.0));
-        assert_eq!(alpha("bfc-stochastic"), Some(256.0));
-        assert_eq!(alpha("aquarius"), None);
-        assert_eq!(alpha("pfc"), None);
+        // Bytes of 1500-B frames from the first 16 ports (hosts) to the 32 queues of the last
+        // 8 (uplinks), in turn, admitted before the first drop.
+        let until_drop = |cfg: &mmu::MmuConfig| -> u64 {
+            let params = mmu::PortParams {
+                rate_bps: 100_000_000_000,
+                delay_ps: 1_000_000,
+                mtu: 1500,
+                queues: 32,
+            };
+            let mut m = mmu::Mmu::new(cfg, &[params; 24]).unwrap();
+            let mut admitted = 0;
+            for i in 0.. {
+                let pkt = mmu::PacketInfo {
+                    in_port: i % 16,
+                    pg: 3,
+                    out_port: 16 + i % 8,
+                    queue: (i / 8) % 32,
+                    bytes: 1500,
+                    lossless: true,
+                    ecn_capable: false,
+                };
+                match m.admit(&pkt, 0) {
+                    mmu::Admission::Admitted { .. } => admitted += 1500,
+                    mmu::Admission::Dropped(_) => break,
+                }
+            }
+            admitted
+        };
+        // 1500-B frames take 6 cells of 256 B: at most 1500/1536 of the buffer.
+        let full = 12_000_000 * 1500 / 1536;
+        for s in ["bfc", "bfc-stochastic", "bfc-single"] {
+            let got = until_drop(&buffer(s));
+            assert!(got * 100 >= full * 99, "{s}: {got} B admitted of {full}");
+        }
+        let pfc = buffer("pfc");
+        assert!(
+            until_drop(&pfc) < full * 6 / 10,
+            "the topology's own buffer"
+        );
+        assert_eq!(pfc.lossless_pgs, vec![3]);
+        assert_eq!(buffer("aquarius").lossless_pgs, vec![3]);
     }
 
     /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.
