@@ -50,6 +50,14 @@ fn repro_all_quick_has_no_broken_row() {
             assert!(report.contains(&row), "{row}");
         }
     }
+    // Fig. 9's variant with 64 queues per port, the one that matches at full length.
+    assert!(
+        report.contains(
+            "| §6.2.2 Fig. 9, 64 queues per port | short-flow (≤ 10 KB) p99 FCT slowdown, HPCC \
+             + PFC / BFC with 64 queues"
+        ),
+        "no 64-queue Fig. 9 row"
+    );
     // Every built paper reports rows with the paper's number and a verdict; none is pending.
     assert!(report.matches("| ok |").count() >= 40, "{report}");
     assert!(!report.contains("not yet:"), "{report}");
