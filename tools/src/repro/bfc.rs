@@ -216,6 +216,22 @@ fn short_p99(c: &crate::experiment::CellResult) -> Result<(f64, usize)> {
     Ok((b.slowdown.p99, b.slowdown.flows))
 }
 
+/// Runs `deploy/experiments/FILE` into `OUT/STEM/` (STEM: FILE less `.toml`, returned), with
+/// the traffic window `quick` under `--quick`.
+fn run_into<'f>(
+    ctx: &Ctx<'_>,
+    file: &'f str,
+    quick: &str,
+) -> Result<(crate::experiment::ExperimentResult, &'f str)> {
+    let stem = file.trim_end_matches(".toml");
+    let (res, _) = crate::experiment::run_file(
+        &experiment_file(file),
+        Some(ctx.out.join(stem)),
+        ctx.quick.then_some(quick),
+    )?;
+    Ok((res, stem))
+}
+
 /// One §6.2 run of BFC, PFC and no flow control on the 128-host Clos.
 struct Clos {
     res: crate::experiment::ExperimentResult,
@@ -238,13 +254,8 @@ fn clos(
     log: &mut String,
     plots: &mut Vec<String>,
 ) -> Result<Clos> {
-    let stem = file.trim_end_matches(".toml");
+    let (res, stem) = run_into(ctx, file, quick)?;
     let out = ctx.out.join(stem);
-    let (res, _) = crate::experiment::run_file(
-        &experiment_file(file),
-        Some(out.clone()),
-        ctx.quick.then_some(quick),
-    )?;
     for c in &res.cells {
         let drops: u64 = c.switch_drops.values().sum();
         let _ = writeln!(
@@ -375,13 +386,7 @@ fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<
 /// the spine queues toward their leaf with everything else (the file's header), and BFC's
 /// tail lead is lost; this is the variant that matches.
 fn fig9_q64(ctx: &Ctx<'_>, cc_p99: &[(&str, f64)], log: &mut String) -> Result<Vec<Row>> {
-    let file = "bfc-fig9-q64.toml";
-    let stem = file.trim_end_matches(".toml");
-    let (res, _) = crate::experiment::run_file(
-        &experiment_file(file),
-        Some(ctx.out.join(stem)),
-        ctx.quick.then_some(FIG9_QUICK),
-    )?;
+    let (res, stem) = run_into(ctx, "bfc-fig9-q64.toml", FIG9_QUICK)?;
     let c = super::cell(&res, &[("scheme", "bfc"), ("queues", "64")])?;
     let (bfc, _) = short_p99(c)?;
     let drops: u64 = c.switch_drops.values().sum();
@@ -453,12 +458,7 @@ fn cc_baselines(
     quotes: [&str; 3],
     log: &mut String,
 ) -> Result<(Vec<Row>, Vec<CcSlowdown>)> {
-    let stem = file.trim_end_matches(".toml");
-    let (res, _) = crate::experiment::run_file(
-        &experiment_file(file),
-        Some(ctx.out.join(stem)),
-        ctx.quick.then_some(quick),
-    )?;
+    let (res, stem) = run_into(ctx, file, quick)?;
     let mut rows = Vec::new();
     let mut slowdowns = Vec::new();
     for (cc, quote) in ["hpcc", "dcqcn", "dctcp"].into_iter().zip(quotes) {
