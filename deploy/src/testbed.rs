@@ -79,10 +79,12 @@ pub fn socket_path(name: &str, sw: &str) -> PathBuf {
 /// time (RX ring wait, hence the PFC response term and the headroom it needs) then measures
 /// the machine's load instead of the switch. Measured with two busy loops beside the 8:1
 /// incast (`incast-pfc-auto.toml`): the switch's calibration p99.9 was 12.6-35.7 ms at nice 0
-/// (no term fitted the buffer) and 6.3 ms at nice -10. The switches poll adaptively by
-/// default (they sleep when idle), so the hosts keep the CPU whenever the switches have no
-/// work.
-pub const SWITCH_NICE: &str = "-10";
+/// (no term fitted the buffer), 2.5-7.1 ms at -5 and 4.2-6.3 ms at -10. Not further: a switch
+/// busy at line rate (adaptive polling never sleeps then) at -10 starved its own generator,
+/// iperf3 asked for 2 Gbit/s into a 1 Gbit/s port sent 1.01 in one run of two
+/// (`netns::udp_flood_at_twice_the_rate_is_shaped_within_2_percent`), at -5 1.88 and 1.99.
+/// Idle switches sleep, so the hosts keep the CPU whenever the switches have no work.
+pub const SWITCH_NICE: &str = "-5";
 
 /// A topology to be built as a testbed.
 pub struct Testbed {
