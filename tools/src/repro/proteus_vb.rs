@@ -26,6 +26,8 @@ const LOADS: [(f64, &str); 4] = [
     (0.8, "0.454"),
 ];
 const LBS: [&str; 4] = ["ecmp", "drill", "conga", "proteus"];
+/// Proteus's index in [`LBS`].
+const P: usize = 3;
 /// `--quick`: arrivals for 1 ms (the file: 3 ms), the first seed only (~40 s of one core).
 const QUICK_DURATION: &str = "1ms";
 const QUICK_SEEDS: [u64; 1] = [1];
@@ -222,12 +224,8 @@ pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
             );
         }
     }
-    let p = 3;
-    let red = |m: fn(&Agg) -> f64, b: usize| -> Vec<f64> {
-        agg.iter()
-            .map(|per| (1.0 - m(&per[p]) / m(&per[b])) * 100.0)
-            .collect()
-    };
+    let p = P;
+    let red = |m: fn(&Agg) -> f64, b: usize| reductions(&agg, b, m);
     let show = |v: &[f64]| {
         LOADS
             .iter()
@@ -419,9 +417,8 @@ pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
 /// Where Proteus is above baseline `b` in metric `m` at a load, whether its flows over 1 MB
 /// carry at least 80 % of its FCT above the baseline's figure (at every load).
 fn stuck(agg: &[Vec<Agg>], b: usize, m: fn(&Agg) -> f64) -> bool {
-    let p = 3;
     agg.iter().all(|per| {
-        let (pr, base) = (&per[p], &per[b]);
+        let (pr, base) = (&per[P], &per[b]);
         if m(pr) <= m(base) {
             return true;
         }
@@ -436,6 +433,13 @@ fn stuck(agg: &[Vec<Agg>], b: usize, m: fn(&Agg) -> f64) -> bool {
         let (big, small) = (excess(true), excess(false));
         big >= 0.8 * (big + small)
     })
+}
+
+/// Per load, Proteus's reduction of metric `m` against baseline `b`, %.
+fn reductions(agg: &[Vec<Agg>], b: usize, m: fn(&Agg) -> f64) -> Vec<f64> {
+    agg.iter()
+        .map(|per| (1.0 - m(&per[P]) / m(&per[b])) * 100.0)
+        .collect()
 }
 
 /// The paper's footnote 2 as a variant of §V-B (`deploy/experiments/proteus-vb-gbn.toml`:
@@ -467,7 +471,7 @@ fn gbn_rows(ctx: &Ctx<'_>, log: &mut String, buffered: &[Vec<Agg>]) -> Result<Ve
             );
         }
     }
-    let p = 3;
+    let p = P;
     let fig = "§V-B, footnote 2 (go-back-N receivers)";
     let quote = "\"the baseline performance will be worse due to the severe penalty incurred \
                  by out-of-order packets, while Proteus can remain the same performance\"";
@@ -479,10 +483,7 @@ fn gbn_rows(ctx: &Ctx<'_>, log: &mut String, buffered: &[Vec<Agg>]) -> Result<Ve
             ("AFCT", Agg::afct as fn(&Agg) -> f64),
             ("p99 FCT", Agg::p99 as fn(&Agg) -> f64),
         ] {
-            let r: Vec<f64> = agg
-                .iter()
-                .map(|per| (1.0 - m(&per[p]) / m(&per[b])) * 100.0)
-                .collect();
+            let r = reductions(&agg, b, m);
             let worst = r.iter().copied().fold(f64::INFINITY, f64::min);
             let per_load = LOADS
                 .iter()
