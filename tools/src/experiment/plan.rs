@@ -97,6 +97,7 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
         Some(p) if p > 7 => bail!("{fname}: host.ack_prio: {p}: a priority is 0..=7"),
         _ => {}
     }
+    check_buffer(&exp.buffer, &fname)?;
     if let Some(o) = &exp.host.out_of_order {
         o.parse::<dataplane::host::OutOfOrder>()
             .map_err(|e| anyhow!("{fname}: host.out_of_order: {e}"))?;
@@ -233,6 +234,20 @@ pub(super) fn cell_load(p: &BTreeMap<String, String>) -> Result<Option<f64>> {
     }
 }
 
+/// `[buffer]` must read as MMU settings on its own: a wrong key or value names the file and
+/// the key here, not a cell's generated topology later.
+fn check_buffer(b: &toml::Table, fname: &str) -> Result<()> {
+    if b.is_empty() {
+        return Ok(());
+    }
+    let cfg: mmu::MmuConfig = toml::Value::Table(b.clone())
+        .try_into()
+        .map_err(|e| anyhow!("{fname}: buffer: {e}"))?;
+    cfg.validate()
+        .map_err(|e| anyhow!("{fname}: buffer: {e}"))?;
+    Ok(())
+}
+
 /// Applies a cell's settings to every switch of the topology text. BFC cells in virtual time
 /// also make the host NICs speak BFC unless `[sim]` already chooses how hosts take part.
 pub(super) fn patch_topology(
@@ -271,6 +286,14 @@ pub(super) fn patch_topology(
         .ok_or_else(|| anyhow!("no [[switch]]"))?;
     for sw in switches.iter_mut() {
         let Some(t) = sw.as_table_mut() else { continue };
+        if !exp.buffer.is_empty() {
+            let b = t
+                .entry("buffer")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(b) = b.as_table_mut() {
+                b.extend(exp.buffer.clone());
+            }
+        }
         match scheme {
             None => {}
             Some("none") => {
@@ -514,11 +537,12 @@ port = [{ name = "p1" }]
              response_ps = 0 }}\npfc = {{ enable_mask = 8 }}\nport = [{}]\n",
             ports.join(", ")
         );
-        let buffer = |scheme: &str| -> mmu::MmuConfig {
+        let buffer_of = |exp: &ExpFile, scheme: &str| -> mmu::MmuConfig {
             let p = BTreeMap::from([("scheme".to_string(), scheme.to_string())]);
-            let t: toml::Value = toml::from_str(&patch_topology(&topo, &p, &exp).unwrap()).unwrap();
+            let t: toml::Value = toml::from_str(&patch_topology(&topo, &p, exp).unwrap()).unwrap();
             t["switch"][0]["buffer"].clone().try_into().unwrap()
         };
+        let buffer = |scheme: &str| buffer_of(&exp, scheme);
         // Bytes of 1500-B frames from the first 16 ports (hosts) to the 32 queues of the last
         // 8 (uplinks), in turn, admitted before the first drop.
         let until_drop = |cfg: &mmu::MmuConfig| -> u64 {
@@ -554,12 +578,42 @@ port = [{ name = "p1" }]
             assert!(got * 100 >= full * 99, "{s}: {got} B admitted of {full}");
         }
         let pfc = buffer("pfc");
-        assert!(
-            until_drop(&pfc) < full * 6 / 10,
-            "the topology's own buffer"
-        );
+        let own = until_drop(&pfc);
+        assert!(own < full * 6 / 10, "the topology's own buffer: {own} B");
         assert_eq!(pfc.lossless_pgs, vec![3]);
         assert_eq!(buffer("aquarius").lossless_pgs, vec![3]);
+
+        // `[buffer]` reaches every cell: BFC §6.2.1's PFC, "as in the HPCC paper" (a port
+        // pauses above 1/8 of the free buffer, all of it lossless, headroom 3·C·D a port).
+        // 16 ingress ports then hold 2/3 of what headroom leaves before their thresholds,
+        // plus their headroom: 7.80 MB of MTU frames, where the topology's 3/4 pool at
+        // α = 1/16 and DSH held 4.80 MB.
+        let mut paper = exp.clone();
+        paper.buffer =
+            toml::from_str("lossless_share = 1.0\nheadroom_mode = \"hpcc\"\nalpha = { shift = 3 }")
+                .unwrap();
+        let pfc = buffer_of(&paper, "pfc");
+        assert_eq!(pfc.headroom_mode, mmu::config::HeadroomMode::Hpcc);
+        assert_eq!(pfc.lossless_share, 1.0);
+        let got = until_drop(&pfc);
+        assert!(
+            got > full * 65 / 100 && got > own,
+            "{got} B admitted of {full}"
+        );
+        for s in ["bfc", "bfc-stochastic", "bfc-single"] {
+            let got = until_drop(&buffer_of(&paper, s));
+            assert!(got * 100 >= full * 99, "{s}: {got} B admitted of {full}");
+        }
+        // A wrong key names the file and the key.
+        let bad: toml::Table = toml::from_str("lossless_shar = 1.0").unwrap();
+        let e = check_buffer(&bad, "x.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("x.toml: buffer") && e.contains("lossless_shar"),
+            "{e}"
+        );
+        let bad: toml::Table = toml::from_str("lossless_share = 2.0").unwrap();
+        let e = check_buffer(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("lossless_share"), "{e}");
     }
 
     /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.

@@ -53,6 +53,12 @@ pub(super) struct ExpFile {
     pub(super) exclude: Vec<BTreeMap<String, String>>,
     #[serde(default)]
     pub(super) sample: SampleCfg,
+    /// `[buffer]`: MMU settings (keys of `mmu::MmuConfig`) merged into every switch's `buffer`
+    /// of the topology, for every cell: a paper's own thresholds without a topology of its
+    /// own (BFC §6.2.1's PFC "as in the HPCC paper"). A cell's scheme still has the last word
+    /// (BFC cells share the whole buffer).
+    #[serde(default)]
+    pub(super) buffer: toml::Table,
 }
 
 /// `[workload.incast]`: incast events on top of a load workload ([`workload::IncastMix`]).
