@@ -183,26 +183,6 @@ pub struct RunOpts<'a> {
     pub shard: Option<ShardSpec>,
 }
 
-/// Runs every cell of the experiment `file` into `out` (default `results/<name>`), with the
-/// traffic window replaced by `duration` if given (`xoff repro --quick`); returns the results
-/// and the output directory.
-pub fn run_file(
-    file: &Path,
-    out: Option<PathBuf>,
-    duration: Option<&str>,
-) -> Result<(ExperimentResult, PathBuf)> {
-    run_file_with(
-        file,
-        out,
-        &RunOpts {
-            duration,
-            seeds: None,
-            jobs: 1,
-            shard: None,
-        },
-    )
-}
-
 /// Runs one cell into `out/<cell dir>`.
 fn run_cell(p: &Plan, c: &CellSpec, out: &Path) -> Result<CellOut> {
     let dir = out.join(cell_dir_name(&c.label));

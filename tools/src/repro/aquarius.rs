@@ -131,7 +131,16 @@ fn ratio(figure: &str, (stat, a, va, b, vb): (&str, &str, f64, &str, f64), paper
 /// §4 Fig. 6: runs `deploy/experiments/aquarius-web.toml` into `OUT/aquarius-web/`.
 fn web(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
     let file = experiment_file("aquarius-web.toml");
-    let (res, _) = crate::experiment::run_file(&file, Some(ctx.out.join("aquarius-web")), None)?;
+    let (res, _) = crate::experiment::run_file_with(
+        &file,
+        Some(ctx.out.join("aquarius-web")),
+        &crate::experiment::RunOpts {
+            duration: None,
+            seeds: None,
+            jobs: ctx.jobs,
+            shard: None,
+        },
+    )?;
     let fct = |scheme: &str, q: &str| -> Result<(f64, f64, usize)> {
         short_fct(&super::cell(&res, &[("scheme", scheme), ("queues", q)])?.dir)
     };

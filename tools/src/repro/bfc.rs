@@ -224,10 +224,15 @@ fn run_into<'f>(
     quick: &str,
 ) -> Result<(crate::experiment::ExperimentResult, &'f str)> {
     let stem = file.trim_end_matches(".toml");
-    let (res, _) = crate::experiment::run_file(
+    let (res, _) = crate::experiment::run_file_with(
         &experiment_file(file),
         Some(ctx.out.join(stem)),
-        ctx.quick.then_some(quick),
+        &crate::experiment::RunOpts {
+            duration: ctx.quick.then_some(quick),
+            seeds: None,
+            jobs: ctx.jobs,
+            shard: None,
+        },
     )?;
     Ok((res, stem))
 }

@@ -342,8 +342,8 @@ fn websearch(ctx: &Ctx<'_>, log: &mut String) -> Result<(Vec<Row>, String)> {
         &RunOpts {
             duration: None,
             seeds: None,
-            // The cells share nothing: both cores.
-            jobs: 2,
+            // The cells share nothing: both cores at least.
+            jobs: ctx.jobs.max(2),
             shard: None,
         },
     )?;

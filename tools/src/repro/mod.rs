@@ -37,6 +37,10 @@ pub struct ReproArgs {
     /// sim2real alone).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run up to N virtual-time cells of an experiment at once (each stays deterministic for
+    /// its seed: the report equals --jobs 1's but for wall times).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
 }
 
 /// The papers `xoff repro` knows, in report order, with why a paper has no rows yet.
@@ -214,6 +218,8 @@ pub struct Ctx<'a> {
     /// `--quick`: a section whose paper-scale run takes minutes (BFC §6.2) shortens it and
     /// says how; every other section already runs at the paper's scale in seconds.
     pub quick: bool,
+    /// `--jobs`: virtual-time cells of one experiment file run on up to this many threads.
+    pub jobs: usize,
 }
 
 /// `deploy/experiments/NAME`, found from the working directory or the source tree.
@@ -303,6 +309,7 @@ pub fn run(a: ReproArgs) -> Result<i32> {
     let ctx = Ctx {
         out: &out,
         quick: a.quick,
+        jobs: a.jobs.max(1),
     };
     let mut sections = Vec::new();
     let mut pending = Vec::new();

@@ -170,7 +170,7 @@ fn run(ctx: &Ctx<'_>, name: &str) -> Result<(ExperimentResult, Vec<Vec<Agg>>)> {
     let opts = RunOpts {
         duration: ctx.quick.then_some(QUICK_DURATION),
         seeds: ctx.quick.then_some(&QUICK_SEEDS[..]),
-        jobs: 1,
+        jobs: ctx.jobs,
         shard: None,
     };
     let (res, _) = run_file_with(&file, Some(ctx.out.join(name)), &opts)?;
