@@ -2,7 +2,9 @@
 //! sojourn time (CST).
 //!
 //! On arrival a packet predicts the minimum queuing delay `t_qd` at its egress (the bytes ahead
-//! of it drained at line rate: the least it waits once the queue runs again). If the egress is
+//! of it drained at line rate: the least it waits once the queue runs again; the switch adds
+//! how long the egress has been PFC-paused, `dataplane::scheme::proteus`, so a pause older than
+//! what the packet can still afford moves it at once). If the egress is
 //! PFC-paused and its tolerable delay `t_td ≤ t_qd` it can no longer afford this path: it takes
 //! the next alternative in its shim that this switch can reach and that is not itself kicked
 //! out, and the path it left is marked inactive here until PFC resumes on that port (line 10).
@@ -65,7 +67,8 @@ impl Hop {
     }
 
     /// Algorithm 2, lines 3–10, for a packet arriving with `shim` whose egress is `port`:
-    /// `paused` is its queue's PFC state there, `t_qd_ps` the predicted minimum queuing delay,
+    /// `paused` is its queue's PFC state there, `t_qd_ps` the predicted minimum queuing delay
+    /// (the caller's: queue drain, plus the pause's age at a paused egress),
     /// `reachable(p)` whether this switch has a route for path `p`.
     #[inline]
     pub fn on_arrival(
