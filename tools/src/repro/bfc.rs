@@ -326,7 +326,7 @@ fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<
     // The paper's Fig. 9 baselines: bfc-fig9-cc.toml, PFC with HPCC, DCQCN, DCTCP.
     let existing = "\"the tail latency for short flows with BFC is still 5-30× better than \
                     existing schemes\"";
-    let (cc_rows, cc_p99) = cc_baselines(
+    let (mut cc_rows, cc_p99) = cc_baselines(
         ctx,
         "bfc-fig9-cc.toml",
         FIG9_QUICK,
@@ -400,8 +400,25 @@ fn fig9(ctx: &Ctx<'_>, log: &mut String, plots: &mut Vec<String>) -> Result<Vec<
             r.pfc_clean,
         ),
     ];
+    // With the paper's 32 queues a transport's row that fails at full length is explained when
+    // the run shows the reason: the same baseline against BFC with 64 queues holds (the rows
+    // of `fig9_q64`, in the same transport order, the last row being no loss).
+    let q64 = fig9_q64(ctx, &cc_p99, log)?;
+    for (row, with64) in cc_rows.iter_mut().zip(&q64).take(cc_p99.len()) {
+        if !row.passes() {
+            let note = format!(
+                "{}. Not reproduced at full length with the paper's 32 queues per port; the \
+                 run checks the reason: against BFC with 64 queues the same baseline is \
+                 {:.2}x (row below). With 32 the incasts outlast their 500 µs spacing and \
+                 about 300 incast flows share the 8 × 32 spine queues toward one leaf \
+                 (bfc-fig9-q64.toml's header)",
+                row.note, with64.measured
+            );
+            *row = row.clone().note(note).differs(with64.passes());
+        }
+    }
     rows.extend(cc_rows);
-    rows.extend(fig9_q64(ctx, &cc_p99, log)?);
+    rows.extend(q64);
     Ok(rows)
 }
 
