@@ -58,6 +58,13 @@ fn repro_all_quick_has_no_broken_row() {
         ),
         "no 64-queue Fig. 9 row"
     );
+    // Fig. 9 with the ACKs in their own class, BFC-32 against the baselines on those switches.
+    assert!(
+        report.contains(
+            "| §6.2.2 Fig. 9, ACK class | short-flow (≤ 10 KB) p99 FCT slowdown, HPCC + PFC / BFC"
+        ),
+        "no ACK-class Fig. 9 row"
+    );
     // Every built paper reports rows with the paper's number and a verdict; none is pending.
     assert!(report.matches("| ok |").count() >= 40, "{report}");
     assert!(!report.contains("not yet:"), "{report}");
