@@ -307,8 +307,9 @@ fn clos(
     let b = cell("bfc")?;
     let (bfc, short_flows) = short_p99(b)?;
     let bfc_clean = clean(b);
-    let pfc_clean = clean(cell("pfc")?);
-    let (pfc, none) = (short_p99(cell("pfc")?)?.0, short_p99(cell("none")?)?.0);
+    let p = cell("pfc")?;
+    let pfc_clean = clean(p);
+    let (pfc, none) = (short_p99(p)?.0, short_p99(cell("none")?)?.0);
     let src = out.join("fct_slowdown.svg");
     if src.exists() {
         let name = format!("{stem}-slowdown.svg");
