@@ -223,6 +223,34 @@ impl MmuConfig {
         }
     }
 
+    /// Names accepted by [`MmuConfig::preset`].
+    pub const PRESETS: &'static [&'static str] = &["hpcc"];
+
+    /// The keys a preset sets (`preset = "hpcc"` in a `[buffer]` table): the thresholds, the
+    /// headroom and the accounting. Not the buffer's size or which PGs are lossless: those are
+    /// the switch's own, and a topology states them beside the preset.
+    pub const PRESET_KEYS: &'static [&'static str] = &[
+        "cell_bytes",
+        "lossless_share",
+        "headroom_mode",
+        "alpha",
+        "private_bytes",
+        "delta_bytes",
+        "response_ps",
+        "headroom_mtu_slack",
+        "small_packet_percentage",
+    ];
+
+    /// The configuration a preset's [`MmuConfig::PRESET_KEYS`] are read from: `hpcc` is
+    /// [`MmuConfig::hpcc`], the PFC thresholds BFC §6.2.1 gives its baselines ("as in the HPCC
+    /// paper").
+    pub fn preset(name: &str) -> Option<MmuConfig> {
+        match name {
+            "hpcc" => Some(MmuConfig::hpcc()),
+            _ => None,
+        }
+    }
+
     /// Bitmask of lossless PGs (bit `pg`).
     pub fn lossless_mask(&self) -> u8 {
         self.lossless_pgs

@@ -217,10 +217,35 @@ impl std::ops::DerefMut for BufferConfig {
     }
 }
 
+/// Replaces `preset = "NAME"` in a `[buffer]` table by the preset's keys
+/// ([`mmu::MmuConfig::PRESET_KEYS`] of [`mmu::MmuConfig::preset`]); a key written beside the
+/// preset keeps its own value. An experiment file's `[buffer]` is expanded before it is merged
+/// into a topology's, so its preset overrides the topology's thresholds as written-out keys
+/// would.
+pub fn expand_buffer_preset(t: &mut toml::Table) -> Result<(), String> {
+    let Some(v) = t.remove("preset") else {
+        return Ok(());
+    };
+    let known = || mmu::MmuConfig::PRESETS.join(", ");
+    let name = v
+        .as_str()
+        .ok_or_else(|| format!("preset: expected a name ({}), got {v}", known()))?;
+    let cfg = mmu::MmuConfig::preset(name)
+        .ok_or_else(|| format!("preset: unknown `{name}` (known: {})", known()))?;
+    let keys = toml::Table::try_from(&cfg).map_err(|e| format!("preset `{name}`: {e}"))?;
+    for &k in mmu::MmuConfig::PRESET_KEYS {
+        if let (false, Some(v)) = (t.contains_key(k), keys.get(k)) {
+            t.insert(k.into(), v.clone());
+        }
+    }
+    Ok(())
+}
+
 impl<'de> Deserialize<'de> for BufferConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let mut t = toml::Table::deserialize(d)?;
+        expand_buffer_preset(&mut t).map_err(D::Error::custom)?;
         let response_auto = match t.get("response_ps") {
             Some(toml::Value::String(s)) if s == "auto" => true,
             Some(toml::Value::String(s)) => {
@@ -773,6 +798,51 @@ b = "s1:p2"
         );
         let e = load(&with("respons_ps = 1")).unwrap_err();
         assert!(e.reason.contains("unknown field `respons_ps`"), "{e}");
+    }
+
+    /// `preset = "hpcc"` in a switch's buffer: HPCC's thresholds, with the switch's own size
+    /// and lossless PGs and any key written beside it; an unknown name is refused with the
+    /// file and the reason.
+    #[test]
+    fn buffer_preset_resolves_and_unknown_is_named() {
+        let with = |v: &str| {
+            GOOD.replace(
+                "[[switch.port]]\nname = \"p1\"",
+                &format!(
+                    "buffer = {{ buffer_bytes = 12000000, lossless_pgs = [3], {v} }}\n\
+                     [[switch.port]]\nname = \"p1\""
+                ),
+            )
+        };
+        let b = load(&with("preset = \"hpcc\", private_bytes = 2048"))
+            .unwrap()
+            .switch_spec("s1")
+            .unwrap()
+            .buffer
+            .unwrap();
+        let hpcc = mmu::MmuConfig::hpcc();
+        assert_eq!(
+            b,
+            mmu::MmuConfig {
+                buffer_bytes: 12_000_000,
+                lossless_pgs: vec![3],
+                private_bytes: 2048,
+                ..hpcc
+            }
+        );
+        // Every preset key is a key of the configuration (none is skipped by a misspelling).
+        for name in mmu::MmuConfig::PRESETS {
+            let t = toml::Table::try_from(mmu::MmuConfig::preset(name).unwrap()).unwrap();
+            for k in mmu::MmuConfig::PRESET_KEYS {
+                assert!(t.contains_key(*k), "{name}: {k}");
+            }
+        }
+        let e = load(&with("preset = \"tomahawk\"")).unwrap_err();
+        assert_eq!(e.file, "test.toml");
+        assert!(
+            e.reason.contains("preset: unknown `tomahawk`") && e.reason.contains("hpcc"),
+            "{e}"
+        );
     }
 
     #[test]
