@@ -97,6 +97,11 @@ pub(super) fn plan(file: &Path, duration: Option<&str>, seeds: Option<&[u64]>) -
         Some(p) if p > 7 => bail!("{fname}: host.ack_prio: {p}: a priority is 0..=7"),
         _ => {}
     }
+    if exp.host.mss.is_some() && exp.mode == Mode::Real {
+        bail!("{fname}: host.mss: virtual time only (`xoff host` sends 1500-B frames)");
+    }
+    dataplane::config::expand_buffer_preset(&mut exp.buffer)
+        .map_err(|e| anyhow!("{fname}: buffer: {e}"))?;
     check_buffer(&exp.buffer, &fname)?;
     if let Some(o) = &exp.host.out_of_order {
         o.parse::<dataplane::host::OutOfOrder>()
@@ -418,6 +423,8 @@ pub(super) fn patch_topology(
 pub(super) struct Paths {
     /// Line rate for ideal FCTs (the slowest host NIC, or `host.rate`).
     pub(super) rate: u64,
+    /// Payload bytes of a full data packet (`host.mss`).
+    pub(super) mss: u32,
     /// Base RTT for default windows (and every ideal FCT with `host.base_rtt`): the longest
     /// host-to-host path's, so a window of one BDP fills every path.
     pub(super) rtt: u64,
@@ -440,7 +447,15 @@ fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
             .min()
             .unwrap_or(1),
     };
-    let mss = StackConfig::new(0, rate, 0).mss;
+    let full = StackConfig::new(0, rate, 0).mss;
+    let mss = match exp.host.mss {
+        None => full,
+        Some(m) if (64..=full).contains(&m) => m,
+        Some(m) => bail!(
+            "{f}: host.mss: {m}: payload bytes of a data packet, 64..={full} (a full packet \
+             must fit the switches' 1500-B frames)"
+        ),
+    };
     let (derived, rtts) = g.base_rtt(mss, rate);
     let rtt = match &exp.host.base_rtt {
         Some(s) => parse_time(s).map_err(|e| anyhow!("{f}: host.base_rtt: {e}"))?,
@@ -448,6 +463,7 @@ fn path_params(exp: &ExpFile, topo: &Topology, f: &str) -> Result<Paths> {
     };
     Ok(Paths {
         rate,
+        mss,
         rtt,
         rtts,
         nic_rate: g.access.iter().flatten().next().map_or(0, |&(r, _)| r),
@@ -614,6 +630,80 @@ port = [{ name = "p1" }]
         let bad: toml::Table = toml::from_str("lossless_share = 2.0").unwrap();
         let e = check_buffer(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("lossless_share"), "{e}");
+    }
+
+    /// `preset = "hpcc"` in `[buffer]` stands for the eight keys BFC §6.2's experiment files
+    /// spelled out before it, a key beside it wins (bfc-fig9-cc-ack.toml's lossy pool for the
+    /// ACK class), and both override the topology's buffer as written-out keys do.
+    #[test]
+    fn buffer_preset_is_its_keys() {
+        let topo = "name = \"t\"\n[[switch]]\nname = \"s1\"\n\
+             buffer = { buffer_bytes = 12000000, lossless_pgs = [3], headroom_mode = \"dsh\", \
+             alpha = { shift = 4 }, response_ps = 0 }\nport = [{ name = \"p0\" }]\n";
+        let buffer_of = |buffer: &str| -> mmu::MmuConfig {
+            let mut exp: ExpFile = toml::from_str(EXP).unwrap();
+            exp.buffer = toml::from_str(buffer).unwrap();
+            dataplane::config::expand_buffer_preset(&mut exp.buffer).unwrap();
+            check_buffer(&exp.buffer, "x.toml").unwrap();
+            let p = BTreeMap::from([("scheme".to_string(), "pfc".to_string())]);
+            let t: toml::Value = toml::from_str(&patch_topology(topo, &p, &exp).unwrap()).unwrap();
+            t["switch"][0]["buffer"].clone().try_into().unwrap()
+        };
+        let written = "cell_bytes = 1\nheadroom_mode = \"hpcc\"\nalpha = { shift = 3 }\n\
+                       lossless_share = 1.0\nprivate_bytes = 4096\ndelta_bytes = 3072\n\
+                       headroom_mtu_slack = false\nsmall_packet_percentage = 0";
+        let preset = buffer_of("preset = \"hpcc\"");
+        assert_eq!(preset, buffer_of(written));
+        assert_eq!(
+            preset.buffer_bytes, 12_000_000,
+            "the switch's own size stays"
+        );
+        assert_eq!(preset.lossless_pgs, vec![3], "and so do its lossless PGs");
+        let ack = buffer_of("preset = \"hpcc\"\nlossless_share = 0.98");
+        assert_eq!(ack.lossless_share, 0.98);
+        assert_eq!(
+            mmu::MmuConfig {
+                lossless_share: 1.0,
+                ..ack
+            },
+            preset
+        );
+        // An unknown preset names itself and what is known.
+        let mut bad: toml::Table = toml::from_str("preset = \"hpc\"").unwrap();
+        let e = dataplane::config::expand_buffer_preset(&mut bad).unwrap_err();
+        assert!(e.contains("`hpc`") && e.contains("hpcc"), "{e}");
+    }
+
+    /// `host.mss` sets the payload of a full packet for the hosts' segmentation and for ideal
+    /// FCTs (BFC §6.2.1's 1 KB MTU); outside what a 1500-B frame holds it names the file and
+    /// the key.
+    #[test]
+    fn host_mss_reaches_the_paths() {
+        let topo = dataplane::config::Topology::parse(
+            "name = \"t\"\n[[switch]]\nname = \"s1\"\n\
+             defaults = { rate = \"100Gbit\", delay = \"1us\" }\n\
+             [[switch.port]]\nname = \"p1\"\n[[switch.port]]\nname = \"p2\"\n\
+             [[host]]\nname = \"h1\"\nip = \"10.0.0.1/24\"\n\
+             [[host]]\nname = \"h2\"\nip = \"10.0.0.2/24\"\n\
+             [[link]]\na = \"h1\"\nb = \"s1:p1\"\n[[link]]\na = \"h2\"\nb = \"s1:p2\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let mut exp: ExpFile = toml::from_str(EXP).unwrap();
+        let full = path_params(&exp, &topo, "x.toml").unwrap();
+        assert_eq!(full.mss, StackConfig::new(0, 1, 0).mss);
+        exp.host.mss = Some(1000);
+        let kb = path_params(&exp, &topo, "x.toml").unwrap();
+        assert_eq!(kb.mss, 1000);
+        // A full packet serializes faster, so the base RTT the ideal FCTs use is shorter.
+        assert!(kb.rtt < full.rtt, "{} vs {}", kb.rtt, full.rtt);
+        for bad in [0, 63, full.mss + 1] {
+            exp.host.mss = Some(bad);
+            let Err(e) = path_params(&exp, &topo, "x.toml") else {
+                panic!("mss {bad} accepted");
+            };
+            assert!(e.to_string().contains("x.toml: host.mss"), "{e}");
+        }
     }
 
     /// `load` replaces the workload's offered load per cell; `lb = conga` is a path choice.

@@ -8,7 +8,7 @@ use crate::congestion::PortPauses;
 use dataplane::host::report::{
     ideal_fct_ps, merge, summarize, FlowResult, RxRecord, Summary, TxRecord,
 };
-use dataplane::host::{StackConfig, StackCounters};
+use dataplane::host::StackCounters;
 use dataplane::stats::SwitchSnapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -306,8 +306,7 @@ impl Series {
 /// The flows of a cell from its senders' and receivers' records, each flow's ideal FCT (and
 /// slowdown) on its own path's base RTT unless the file sets `host.base_rtt`.
 pub(super) fn flow_results(p: &Plan, tx: &[TxRecord], rx: &[RxRecord]) -> Vec<FlowResult> {
-    let (rate, rtt) = (p.paths.rate, p.paths.rtt);
-    let mss = StackConfig::new(0, rate, 0).mss;
+    let (rate, rtt, mss) = (p.paths.rate, p.paths.rtt, p.paths.mss);
     let mut flows = merge(tx, rx, mss, rate, rtt);
     if p.exp.host.base_rtt.is_some() {
         return flows;

@@ -115,6 +115,10 @@ pub(super) struct HostCfg {
     pub(super) base_rtt: Option<String>,
     /// Host NIC pacing rate (default: the attached port's rate).
     pub(super) rate: Option<String>,
+    /// Payload bytes of a full data packet (default: a 1500-B frame's,
+    /// `1500 − dataplane::host::FRAME_OVERHEAD`), for windows, segmentation and ideal FCTs.
+    /// BFC §6.2.1 runs "an MTU of 1KB": the HPCC simulator's 1000-B packet payload.
+    pub(super) mss: Option<u32>,
     /// NIC queues of the hosts in BFC cells (default 32).
     pub(super) bfc_queues: Option<usize>,
     /// Congestion control of every cell without a matrix `cc` (default `window`).

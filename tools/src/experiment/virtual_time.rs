@@ -52,6 +52,7 @@ pub(super) fn run(p: &Plan, c: &CellSetup) -> Result<CellOut> {
         let mut s = StackConfig::new(i.index as u32, r, rtt);
         s.cc = c.cc;
         s.ack_prio = exp.host.ack_prio;
+        s.mss = p.paths.mss;
         s.out_of_order = ooo;
         if let Some(w) = window {
             s.window_bytes = w;
