@@ -115,6 +115,9 @@ impl Default for EcnConfig {
     }
 }
 
+/// A named preset of [`MmuConfig::PRESETS`]: its name and the configuration it reads from.
+pub type Preset = (&'static str, fn() -> MmuConfig);
+
 /// Configuration of one switch's MMU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -223,8 +226,10 @@ impl MmuConfig {
         }
     }
 
-    /// Names accepted by [`MmuConfig::preset`].
-    pub const PRESETS: &'static [&'static str] = &["hpcc"];
+    /// The presets by name, each with the configuration its [`MmuConfig::PRESET_KEYS`] are
+    /// read from: `hpcc` is [`MmuConfig::hpcc`], the PFC thresholds BFC §6.2.1 gives its
+    /// baselines ("as in the HPCC paper").
+    pub const PRESETS: &'static [Preset] = &[("hpcc", MmuConfig::hpcc)];
 
     /// The keys a preset sets (`preset = "hpcc"` in a `[buffer]` table): the thresholds, the
     /// headroom and the accounting. Not the buffer's size or which PGs are lossless: those are
@@ -241,14 +246,12 @@ impl MmuConfig {
         "small_packet_percentage",
     ];
 
-    /// The configuration a preset's [`MmuConfig::PRESET_KEYS`] are read from: `hpcc` is
-    /// [`MmuConfig::hpcc`], the PFC thresholds BFC §6.2.1 gives its baselines ("as in the HPCC
-    /// paper").
+    /// The configuration of preset `name` ([`MmuConfig::PRESETS`]).
     pub fn preset(name: &str) -> Option<MmuConfig> {
-        match name {
-            "hpcc" => Some(MmuConfig::hpcc()),
-            _ => None,
-        }
+        MmuConfig::PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f())
     }
 
     /// Bitmask of lossless PGs (bit `pg`).

@@ -226,7 +226,10 @@ pub fn expand_buffer_preset(t: &mut toml::Table) -> Result<(), String> {
     let Some(v) = t.remove("preset") else {
         return Ok(());
     };
-    let known = || mmu::MmuConfig::PRESETS.join(", ");
+    let known = || {
+        let names: Vec<&str> = mmu::MmuConfig::PRESETS.iter().map(|(n, _)| *n).collect();
+        names.join(", ")
+    };
     let name = v
         .as_str()
         .ok_or_else(|| format!("preset: expected a name ({}), got {v}", known()))?;
@@ -831,8 +834,8 @@ b = "s1:p2"
             }
         );
         // Every preset key is a key of the configuration (none is skipped by a misspelling).
-        for name in mmu::MmuConfig::PRESETS {
-            let t = toml::Table::try_from(mmu::MmuConfig::preset(name).unwrap()).unwrap();
+        for (name, cfg) in mmu::MmuConfig::PRESETS {
+            let t = toml::Table::try_from(cfg()).unwrap();
             for k in mmu::MmuConfig::PRESET_KEYS {
                 assert!(t.contains_key(*k), "{name}: {k}");
             }
