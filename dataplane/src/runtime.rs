@@ -707,9 +707,7 @@ impl Worker {
                 comp.clear();
                 port.completions(&mut comp);
                 self.mem.give_free(comp.iter().copied());
-                let mut free = self.mem.take_free(usize::MAX);
-                port.refill(&mut free);
-                self.mem.give_free(free);
+                port.refill(self.mem.free_list());
                 rx.clear();
                 let got = port.rx_burst(&mut rx, self.batch);
                 backlog |= got == self.batch;

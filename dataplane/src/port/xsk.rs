@@ -98,6 +98,14 @@ impl UmemMem {
         self.free.split_off(k)
     }
 
+    /// This handle's free list itself, for a port to refill from its tail in place
+    /// (`PortIo::refill`). `take_free(usize::MAX)` then `give_free` around each refill copied
+    /// the whole list (up to tens of KB) and allocated, twice per port per worker round: a
+    /// quarter of a loaded worker's time under a 1 Gbit/s UDP flood.
+    pub fn free_list(&mut self) -> &mut Vec<FrameId> {
+        &mut self.free
+    }
+
     /// Adds chunks to this handle's free list.
     pub fn give_free(&mut self, f: impl IntoIterator<Item = FrameId>) {
         self.free.extend(f);
