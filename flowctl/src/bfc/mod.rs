@@ -440,13 +440,13 @@ impl Bfc {
 
     /// When [`refresh`](Self::refresh) next has work (`now` anchors a newly armed timer).
     pub fn refresh_due(&mut self, now: u64) -> Option<u64> {
-        self.sig.refresh_due(now)
+        self.sig.refresh_due(&self.shared, now)
     }
 
     /// The pending refresh deadline, if any (0: due as soon as anchored by
     /// [`refresh_due`](Self::refresh_due) or [`refresh`](Self::refresh)).
     pub fn pending_refresh(&self) -> Option<u64> {
-        self.sig.pending_refresh()
+        self.sig.pending_refresh(&self.shared)
     }
 
     /// The periodic pause-bitmap refresh: for every BFC port whose bitmap is non-zero, was

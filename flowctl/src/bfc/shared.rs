@@ -71,6 +71,12 @@ pub struct BfcShared {
     counters: Box<[AtomicU32]>,
     /// Non-zero pause counters (so the refresh timer knows whether it is needed).
     nonzero: AtomicU32,
+    /// A PAUSE was sent since the refresher last looked: whichever pipe sent it, the one
+    /// pipe that refreshes must arm its timer (`crate::bfc::signals`).
+    refresh_wanted: AtomicBool,
+    /// Per port: a PAUSE was sent on it since the last refresh (so a lost RESUME is repaired
+    /// by one all-clear bitmap even when the pipe that paused is not the refresher).
+    touched: Box<[AtomicBool]>,
     pub ports: Box<[PortStats]>,
     /// Ports found to lead to a BFC device (a shimmed packet arrived on them).
     learned_peers: Box<[AtomicBool]>,
@@ -83,6 +89,8 @@ impl BfcShared {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             nonzero: AtomicU32::new(0),
+            refresh_wanted: AtomicBool::new(false),
+            touched: (0..ports).map(|_| AtomicBool::new(false)).collect(),
             ports: (0..ports).map(|_| PortStats::new()).collect(),
             learned_peers: (0..ports).map(|_| AtomicBool::new(false)).collect(),
         }
@@ -110,6 +118,27 @@ impl BfcShared {
     /// Whether any pause counter is non-zero.
     pub fn any_paused(&self) -> bool {
         self.nonzero.load(Ordering::Relaxed) > 0
+    }
+
+    /// A PAUSE went out on `port`: the refresh must cover it and be armed.
+    pub(super) fn note_pause(&self, port: usize) {
+        self.touched[port].store(true, Ordering::Relaxed);
+        self.refresh_wanted.store(true, Ordering::Release);
+    }
+
+    /// Whether a PAUSE asked for the refresh since [`take_refresh_wanted`] last cleared it.
+    pub(super) fn refresh_wanted(&self) -> bool {
+        self.refresh_wanted.load(Ordering::Acquire)
+    }
+
+    /// Clears and returns the refresh request.
+    pub(super) fn take_refresh_wanted(&self) -> bool {
+        self.refresh_wanted.swap(false, Ordering::AcqRel)
+    }
+
+    /// Clears and returns whether a PAUSE went out on `port` since the last refresh.
+    pub(super) fn take_touched(&self, port: usize) -> bool {
+        self.touched[port].swap(false, Ordering::AcqRel)
     }
 
     /// Increments ⟨in_port, upq⟩'s pause counter; true on 0→1.

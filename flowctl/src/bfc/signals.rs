@@ -19,8 +19,6 @@ pub(super) struct Signals {
     refresher: bool,
     next_refresh: u64,
     last_bitmap: Vec<u128>,
-    /// Ports a PAUSE was sent on since the last refresh.
-    touched: Vec<bool>,
     /// Ports whose peers speak BFC (refreshes go there).
     signal_ports: Vec<bool>,
 }
@@ -43,7 +41,6 @@ impl Signals {
             refresher,
             next_refresh: u64::MAX,
             last_bitmap: vec![0; n],
-            touched: vec![false; n],
             signal_ports,
         }
     }
@@ -66,9 +63,12 @@ impl Signals {
         upq: u8,
     ) -> (usize, SignalRepr) {
         shared.ports[in_port].pauses_sent[usize::from(upq)].add(1);
-        self.touched[in_port] = true;
-        if self.refresher && self.refresh_ps > 0 && self.next_refresh == u64::MAX {
-            self.next_refresh = 0; // anchored to `now` by the next `refresh_due`/`refresh`
+        // In the shared state, not this pipe's: with several workers the pipe that paused is
+        // often not the refresher, whose timer then never armed (chain-bfc with `--workers 2`:
+        // 0-16 refreshes received by s1 in a run against 149 with one worker), so a lost or
+        // reordered RESUME was never repaired.
+        if self.refresh_ps > 0 {
+            shared.note_pause(in_port);
         }
         (in_port, self.frame(in_port, Signal::Pause(upq)))
     }
@@ -88,7 +88,8 @@ impl Signals {
     }
 
     /// When [`refresh`](Self::refresh) next has work (`now` anchors a newly armed timer).
-    pub(super) fn refresh_due(&mut self, now: u64) -> Option<u64> {
+    pub(super) fn refresh_due(&mut self, shared: &BfcShared, now: u64) -> Option<u64> {
+        self.adopt(shared);
         if self.next_refresh == 0 {
             self.next_refresh = now + self.refresh_ps;
         }
@@ -96,8 +97,20 @@ impl Signals {
     }
 
     /// The pending refresh deadline, if any (0: armed, not yet anchored).
-    pub(super) fn pending_refresh(&self) -> Option<u64> {
-        (self.next_refresh != u64::MAX).then_some(self.next_refresh)
+    pub(super) fn pending_refresh(&self, shared: &BfcShared) -> Option<u64> {
+        if self.next_refresh != u64::MAX {
+            Some(self.next_refresh)
+        } else {
+            (self.refresher && shared.refresh_wanted()).then_some(0)
+        }
+    }
+
+    /// The refresher arms its idle timer when any pipe sent a PAUSE (anchored to `now` by
+    /// the next `refresh_due`/`refresh`).
+    fn adopt(&mut self, shared: &BfcShared) {
+        if self.refresher && self.next_refresh == u64::MAX && shared.take_refresh_wanted() {
+            self.next_refresh = 0;
+        }
     }
 
     /// The periodic pause-bitmap refresh: for every BFC port whose bitmap is non-zero, was
@@ -109,26 +122,29 @@ impl Signals {
         now: u64,
         out: &mut Vec<(usize, SignalRepr)>,
     ) {
+        self.adopt(shared);
         if self.next_refresh == 0 {
             self.next_refresh = now + self.refresh_ps;
         }
         if self.next_refresh == u64::MAX || now < self.next_refresh {
             return;
         }
+        // Cleared before the ports are read: a PAUSE sent meanwhile asks again.
+        shared.take_refresh_wanted();
         let mut any = false;
         for p in 0..self.addrs.len() {
             if !self.signal_ports[p] && !shared.is_learned_peer(p) {
                 continue;
             }
             let bits = shared.pause_bitmap(p);
-            if bits != 0 || self.last_bitmap[p] != 0 || self.touched[p] {
+            let touched = shared.take_touched(p);
+            if bits != 0 || self.last_bitmap[p] != 0 || touched {
                 let count = UPSTREAM_QUEUES as u8;
                 out.push((p, self.frame(p, Signal::Bitmap { count, bits })));
                 shared.ports[p].refresh_sent.add(1);
             }
             any |= bits != 0;
             self.last_bitmap[p] = bits;
-            self.touched[p] = false;
         }
         self.next_refresh = if any { now + self.refresh_ps } else { u64::MAX };
     }

@@ -316,6 +316,77 @@ fn refresh_bitmap_then_one_all_clear() {
     assert_eq!(b.refresh_due(due2), None, "idle: no timer");
 }
 
+/// With several pipes one refreshes, whichever pipe paused: a PAUSE and its RESUME sent by
+/// another pipe within one period still get one all-clear bitmap from the refresher, which
+/// repairs a RESUME the upstream lost or received before its PAUSE.
+#[test]
+fn another_pipes_pause_arms_the_refresher() {
+    let sh = Arc::new(BfcShared::new(3));
+    let p = ports(3, 8);
+    let cfg = BfcConfig {
+        hrtt_ps: Some(HRTT),
+        ..BfcConfig::default()
+    };
+    let mut r = Bfc::new(cfg.clone(), &p, &[], vec![true; 3], sh.clone(), true).unwrap();
+    let mut w = Bfc::new(cfg, &p, &[], vec![true; 3], sh, false).unwrap();
+    assert_eq!(r.pending_refresh(), None, "nothing paused: no timer");
+    let (m, s) = w.on_enqueue(0, 3, 1, 0, 1 << 20, 1);
+    assert!(s.is_some(), "the other pipe sent the PAUSE");
+    assert_eq!(w.pending_refresh(), None, "only the refresher refreshes");
+    assert_eq!(
+        r.pending_refresh(),
+        Some(0),
+        "armed, anchored at the next poll"
+    );
+    let due = r.refresh_due(1_000).unwrap();
+    assert_eq!(due, 1_000 + 10 * HRTT);
+    let mut out = Vec::new();
+    r.refresh(due, &mut out);
+    assert_eq!(
+        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
+        [(
+            0,
+            Signal::Bitmap {
+                count: 128,
+                bits: 1 << 3
+            }
+        )]
+    );
+    out.clear();
+    assert!(w.on_dequeue(1, 0, NO_SLOT, m, 0, 3, 0).is_some(), "RESUME");
+    let due = r.refresh_due(due).unwrap();
+    r.refresh(due, &mut out);
+    assert_eq!(
+        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
+        [(
+            0,
+            Signal::Bitmap {
+                count: 128,
+                bits: 0
+            }
+        )]
+    );
+    out.clear();
+    assert_eq!(r.refresh_due(due), None, "idle again");
+    // PAUSE and RESUME both within one period, both by the other pipe: the bitmap is clear
+    // at the refresh, yet the port was touched, so one all-clear goes out.
+    let (m, _) = w.on_enqueue(0, 5, 1, 0, 1 << 20, 1);
+    assert!(w.on_dequeue(1, 0, NO_SLOT, m, 0, 5, 0).is_some());
+    let due = r.refresh_due(due).unwrap();
+    r.refresh(due, &mut out);
+    assert_eq!(
+        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
+        [(
+            0,
+            Signal::Bitmap {
+                count: 128,
+                bits: 0
+            }
+        )]
+    );
+    assert_eq!(r.refresh_due(due), None);
+}
+
 #[test]
 fn received_signals_drive_pause_registers() {
     let sh = BfcShared::new(2);
