@@ -329,6 +329,17 @@ fn another_pipes_pause_arms_the_refresher() {
     };
     let mut r = Bfc::new(cfg.clone(), &p, &[], vec![true; 3], sh.clone(), true).unwrap();
     let mut w = Bfc::new(cfg, &p, &[], vec![true; 3], sh, false).unwrap();
+    // The refresher's next refresh after `t`: its time and the (port, signal)s it sent.
+    let refresh_after = |r: &mut Bfc, t: u64| {
+        let due = r.refresh_due(t).unwrap();
+        let mut out = Vec::new();
+        r.refresh(due, &mut out);
+        (
+            due,
+            out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
+        )
+    };
+    let bitmap = |bits| [(0, Signal::Bitmap { count: 128, bits })];
     assert_eq!(r.pending_refresh(), None, "nothing paused: no timer");
     let (m, s) = w.on_enqueue(0, 3, 1, 0, 1 << 20, 1);
     assert!(s.is_some(), "the other pipe sent the PAUSE");
@@ -338,52 +349,19 @@ fn another_pipes_pause_arms_the_refresher() {
         Some(0),
         "armed, anchored at the next poll"
     );
-    let due = r.refresh_due(1_000).unwrap();
+    let (due, sent) = refresh_after(&mut r, 1_000);
     assert_eq!(due, 1_000 + 10 * HRTT);
-    let mut out = Vec::new();
-    r.refresh(due, &mut out);
-    assert_eq!(
-        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
-        [(
-            0,
-            Signal::Bitmap {
-                count: 128,
-                bits: 1 << 3
-            }
-        )]
-    );
-    out.clear();
+    assert_eq!(sent, bitmap(1 << 3));
     assert!(w.on_dequeue(1, 0, NO_SLOT, m, 0, 3, 0).is_some(), "RESUME");
-    let due = r.refresh_due(due).unwrap();
-    r.refresh(due, &mut out);
-    assert_eq!(
-        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
-        [(
-            0,
-            Signal::Bitmap {
-                count: 128,
-                bits: 0
-            }
-        )]
-    );
-    out.clear();
+    let (due, sent) = refresh_after(&mut r, due);
+    assert_eq!(sent, bitmap(0));
     assert_eq!(r.refresh_due(due), None, "idle again");
     // PAUSE and RESUME both within one period, both by the other pipe: the bitmap is clear
     // at the refresh, yet the port was touched, so one all-clear goes out.
     let (m, _) = w.on_enqueue(0, 5, 1, 0, 1 << 20, 1);
     assert!(w.on_dequeue(1, 0, NO_SLOT, m, 0, 5, 0).is_some());
-    let due = r.refresh_due(due).unwrap();
-    r.refresh(due, &mut out);
-    assert_eq!(
-        out.iter().map(|o| (o.0, o.1.signal)).collect::<Vec<_>>(),
-        [(
-            0,
-            Signal::Bitmap {
-                count: 128,
-                bits: 0
-            }
-        )]
-    );
+    let (due, sent) = refresh_after(&mut r, due);
+    assert_eq!(sent, bitmap(0));
     assert_eq!(r.refresh_due(due), None);
 }
 
