@@ -776,13 +776,7 @@ fn read_counts(child: &mut Child) -> Vec<(f64, u64)> {
     BufReader::new(out)
         .lines()
         .map_while(Result::ok)
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            match (w.next(), w.next(), w.next()) {
-                (Some("count"), Some(t), Some(n)) => Some((t.parse().ok()?, n.parse().ok()?)),
-                _ => None,
-            }
-        })
+        .filter_map(|l| crate::traffic::parse_count_line(&l))
         .collect()
 }
 

@@ -16,6 +16,20 @@ use std::time::{Duration, Instant};
 /// header.
 pub const STAMP_OFF: usize = 42;
 
+/// One line of `xoff bench sink`'s count output: seconds since it started, frames counted.
+pub fn count_line(secs: f64, frames: u64) -> String {
+    format!("count {secs:.3} {frames}")
+}
+
+/// Reads a [`count_line`] back (other lines: `None`).
+pub fn parse_count_line(line: &str) -> Option<(f64, u64)> {
+    let mut w = line.split_whitespace();
+    match (w.next(), w.next(), w.next()) {
+        (Some("count"), Some(t), Some(n)) => Some((t.parse().ok()?, n.parse().ok()?)),
+        _ => None,
+    }
+}
+
 /// What to send.
 #[derive(Debug, Clone)]
 pub struct GenOpts {
@@ -219,4 +233,18 @@ pub fn sink_latency(
         p99_ns: q(0.99),
         max_ns: lat.last().copied().unwrap_or(0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_lines_read_back() {
+        assert_eq!(count_line(2.5, 1234), "count 2.500 1234");
+        assert_eq!(parse_count_line("count 2.500 1234"), Some((2.5, 1234)));
+        assert_eq!(parse_count_line(&count_line(0.1, 0)), Some((0.1, 0)));
+        assert_eq!(parse_count_line("sent 1025909"), None);
+        assert_eq!(parse_count_line("count x 3"), None);
+    }
 }

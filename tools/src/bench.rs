@@ -215,7 +215,8 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
             while t.elapsed().as_secs_f64() < duration
                 && !stop.load(std::sync::atomic::Ordering::Relaxed)
             {
-                println!("count {:.3} {}", t.elapsed().as_secs_f64(), c.count()?);
+                let line = bench::traffic::count_line(t.elapsed().as_secs_f64(), c.count()?);
+                println!("{line}");
                 std::thread::sleep(Duration::from_millis(100));
             }
             Ok(0)

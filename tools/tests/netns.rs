@@ -94,11 +94,7 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
     let _g = serial();
     for (rate, bps) in [("10Mbit", 10e6), ("100Mbit", 100e6), ("1Gbit", 1e9)] {
         let bed = Bed::up_text(&two_host_topology(rate, (bps * 0.040 / 8.0) as u64), "u");
-        let mac = |h: &str| {
-            let o = bed.run(h, &["cat", "/sys/class/net/eth0/address"]);
-            String::from_utf8_lossy(&o.stdout).trim().to_string()
-        };
-        let (m1, m2) = (mac("h1"), mac("h2"));
+        let (m1, m2) = (bed.mac("h1"), bed.mac("h2"));
         let wire_bits = (FLOOD_FRAME + 20) as f64 * 8.0;
         let pps = format!("{:.0}", 2.0 * bps / wire_bits);
         let sink = Command::new("ip")
@@ -170,13 +166,9 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
         let sink = sink.wait_with_output().expect("xoff bench sink");
         // At the receiver: frames counted at h2's interface from 2 s to 5.5 s of the sink's
         // clock (the flood runs from about 0.5 s to 6.5 s; its queue fills in 40 ms).
-        let counts: Vec<(f64, f64)> = String::from_utf8_lossy(&sink.stdout)
+        let counts: Vec<(f64, u64)> = String::from_utf8_lossy(&sink.stdout)
             .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                (w.next() == Some("count"))
-                    .then(|| Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?)))?
-            })
+            .filter_map(bench::traffic::parse_count_line)
             .filter(|&(t, _)| (2.0..=5.5).contains(&t))
             .collect();
         let (Some(&(ta, na)), Some(&(tb, nb))) = (counts.first(), counts.last()) else {
@@ -185,7 +177,7 @@ fn udp_flood_at_twice_the_rate_is_shaped_within_2_percent() {
                 String::from_utf8_lossy(&sink.stdout)
             );
         };
-        let wire = (nb - na) * wire_bits / (tb - ta);
+        let wire = (nb - na) as f64 * wire_bits / (tb - ta);
         let err = (wire - bps) / bps;
         let err_sw = (wire_sw - bps) / bps;
         eprintln!(

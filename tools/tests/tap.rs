@@ -94,13 +94,7 @@ fn tap_during_ping_and_iperf3_matches_port_counters() {
     let _g = serial();
     let bed = Bed::up(&repo().join("deploy/topologies/single.toml"), "tap");
     assert!(bed.ping("h1", "10.0.0.3"), "h1 reaches h3 before the tap");
-    let h3_mac = String::from_utf8(
-        bed.run("h3", &["cat", "/sys/class/net/eth0/address"])
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
+    let h3_mac = bed.mac("h3");
     let dir = std::env::temp_dir().join(common::unique("tap"));
     std::fs::create_dir_all(&dir).unwrap();
 

@@ -250,6 +250,14 @@ impl Bed {
             .expect("ip netns exec")
     }
 
+    /// The MAC address of `host`'s eth0, as `aa:bb:cc:dd:ee:ff`.
+    pub fn mac(&self, host: &str) -> String {
+        let o = self.run(host, &["cat", "/sys/class/net/eth0/address"]);
+        let mac = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(!mac.is_empty(), "{host}: no eth0 address");
+        mac
+    }
+
     /// An XDP program is attached to some interface of `node`'s namespace.
     pub fn xdp_attached(&self, node: &str) -> bool {
         let out = self.run(node, &["ip", "-d", "link", "show"]);
