@@ -56,12 +56,7 @@ impl Signals {
 
     /// The PAUSE(upq) for `in_port` whose counter just went 0→1; counts it and arms the
     /// refresh.
-    pub(super) fn pause(
-        &mut self,
-        shared: &BfcShared,
-        in_port: usize,
-        upq: u8,
-    ) -> (usize, SignalRepr) {
+    pub(super) fn pause(&self, shared: &BfcShared, in_port: usize, upq: u8) -> (usize, SignalRepr) {
         shared.ports[in_port].pauses_sent[usize::from(upq)].add(1);
         // In the shared state, not this pipe's: with several workers the pipe that paused is
         // often not the refresher, whose timer then never armed (chain-bfc with `--workers 2`:
@@ -122,11 +117,7 @@ impl Signals {
         now: u64,
         out: &mut Vec<(usize, SignalRepr)>,
     ) {
-        self.adopt(shared);
-        if self.next_refresh == 0 {
-            self.next_refresh = now + self.refresh_ps;
-        }
-        if self.next_refresh == u64::MAX || now < self.next_refresh {
+        if self.refresh_due(shared, now).is_none_or(|t| now < t) {
             return;
         }
         // Cleared before the ports are read: a PAUSE sent meanwhile asks again.
