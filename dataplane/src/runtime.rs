@@ -111,8 +111,9 @@ pub fn umem_frames_for(spec: &SwitchSpec) -> u32 {
 /// A running switch.
 pub struct Running {
     pub shared: Arc<SwitchShared>,
-    /// MMU statistics each worker last published.
-    pub mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    /// MMU statistics each worker last published (as the struct: the reader turns them into
+    /// JSON, so an idle worker's housekeeping builds no JSON tree nobody asked for).
+    pub mmu_stats: Arc<Mutex<Vec<Option<mmu::MmuStats>>>>,
     /// Flow-control statistics each worker last published.
     pub fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     /// Headroom table of worker 0's MMU, for printing at start.
@@ -148,9 +149,13 @@ impl Running {
 
     /// Current counters as JSON-serialisable snapshot.
     pub fn snapshot(&self) -> crate::stats::SwitchSnapshot {
-        let merge = |m: &Mutex<Vec<Option<serde_json::Value>>>| {
+        let merge = |m: &Mutex<Vec<Option<mmu::MmuStats>>>| {
             let v = m.lock().map(|g| g.clone()).unwrap_or_default();
-            let per: Vec<serde_json::Value> = v.into_iter().flatten().collect();
+            let per: Vec<serde_json::Value> = v
+                .iter()
+                .flatten()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect();
             match per.len() {
                 0 => None,
                 1 => per.into_iter().next(),
@@ -185,6 +190,13 @@ impl Running {
         snap.nic = Some(self.nic.snapshot(&names));
         snap
     }
+}
+
+/// A sysfs counter file's value, read afresh from offset 0.
+fn read_counter(f: &std::fs::File) -> Option<u64> {
+    let mut buf = [0u8; 32];
+    let n = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
 }
 
 /// The `len` bytes of frame `f` (a tap's copy source).
@@ -486,7 +498,7 @@ struct Worker {
     poll: PollMode,
     batch: usize,
     stop: Arc<AtomicBool>,
-    mmu_stats: Arc<Mutex<Vec<Option<serde_json::Value>>>>,
+    mmu_stats: Arc<Mutex<Vec<Option<mmu::MmuStats>>>>,
     fc_stats: Arc<Mutex<Vec<Option<crate::scheme::SchemeStats>>>>,
     afc: Option<Arc<crate::port::shm::AfcShm>>,
     nic: Arc<NicCounters>,
@@ -494,8 +506,8 @@ struct Worker {
     umem_free: Arc<Vec<crate::stats::Counter>>,
     /// Chunks this worker's sockets lent the kernel (`XskPort::in_rings`).
     umem_rings: Arc<Vec<crate::stats::Counter>>,
-    /// Each port's kernel `tx_dropped` when the switch first read it.
-    tx_dropped_base: std::collections::HashMap<u16, u64>,
+    /// Each port's kernel `tx_dropped` file, and its value when the switch first read it.
+    tx_dropped: std::collections::HashMap<u16, (std::fs::File, u64)>,
     /// `response_ps = "auto"` and this worker's MMU not yet re-sized (`crate::calibrate`).
     calibrating: bool,
     /// Kernel arrival stamps of the frames read this loop round, while calibrating.
@@ -656,7 +668,7 @@ pub fn start(
             nic: nic.clone(),
             umem_free: umem_free.clone(),
             umem_rings: umem_rings.clone(),
-            tx_dropped_base: Default::default(),
+            tx_dropped: Default::default(),
             calibrating: nic.calibration.is_some(),
             calib_stamps: Vec::new(),
             calib_seen: 0,
@@ -975,13 +987,22 @@ impl Worker {
             c.xdp_tx_invalid.set(x.tx_invalid_descs);
             c.xdp_tx_ring_empty.set(x.tx_ring_empty_descs);
             // The kernel's own transmit drops on this interface, counted from start.
-            let path = format!("/sys/class/net/{}/statistics/tx_dropped", s.port.iface);
-            if let Some(v) = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok())
-            {
-                let base = *self.tx_dropped_base.entry(s.pid).or_insert(v);
-                c.kernel_tx_dropped.set(v.saturating_sub(base));
+            // The sysfs file stays open and is re-read from offset 0 (sysfs renders it anew):
+            // opening it by path every round was a third of an idle worker's time.
+            let entry = match self.tx_dropped.entry(s.pid) {
+                std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let path = format!("/sys/class/net/{}/statistics/tx_dropped", s.port.iface);
+                    std::fs::File::open(path).ok().and_then(|f| {
+                        let v = read_counter(&f)?;
+                        Some(e.insert((f, v)))
+                    })
+                }
+            };
+            if let Some((f, base)) = entry {
+                if let Some(v) = read_counter(f) {
+                    c.kernel_tx_dropped.set(v.saturating_sub(*base));
+                }
             }
         }
         self.umem_free[self.id].set(self.mem.free_count() as u64);
@@ -989,7 +1010,7 @@ impl Worker {
         self.umem_rings[self.id].set(rings as u64);
         let now = MonoClock.now();
         if let Ok(mut g) = self.mmu_stats.lock() {
-            g[self.id] = self.sw.buffer().stats_json();
+            g[self.id] = self.sw.buffer().mmu().map(mmu::Mmu::stats);
         }
         if let Ok(mut g) = self.fc_stats.lock() {
             g[self.id] = self.sw.scheme_stats(now);
@@ -1002,11 +1023,11 @@ impl Worker {
     /// the deadline is then met by spinning, not by another coarse sleep.
     fn sleep(&mut self, now: u64) -> bool {
         // An idle switch wakes only to publish its statistics and notice a stop or a
-        // vanished interface (as often as `housekeeping` runs), or, with an AFC ring, to look
-        // at it for producers that do not ring its doorbell.
+        // vanished interface (as often as `housekeeping` runs), or, while a writer is attached
+        // to its AFC ring, to look at it for writers that do not ring its doorbell.
         let mut idle_at = self.house_due;
-        if self.afc.is_some() {
-            idle_at = idle_at.min(now + crate::port::shm::AfcShm::IDLE_POLL_PS);
+        if let Some(t) = self.afc.as_ref().and_then(|a| a.idle_poll_at(now)) {
+            idle_at = idle_at.min(t);
         }
         let mut wake_at = idle_at;
         for s in self.socks.iter().filter(|s| s.tx) {
@@ -1036,7 +1057,9 @@ impl Worker {
         }
         let mut fds: Vec<i32> = self.socks.iter().filter_map(|s| s.port.poll_fd()).collect();
         fds.push(self.boxes.wake_fd());
-        fds.extend(self.afc.as_ref().map(|a| a.bell_fd()));
+        if let Some(a) = &self.afc {
+            fds.extend([a.bell_fd(), a.opens_fd()]);
+        }
         // Wake a little early: ppoll overshoots by tens of microseconds.
         let woken = wait_readable(
             &fds,

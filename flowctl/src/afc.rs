@@ -77,7 +77,8 @@
 //! what the Python client relies on.
 //!
 //! **Doorbell.** An idle switch sleeps rather than spin on the ring (it wakes on frames, on
-//! its shaper, and at least every `poll_us`). Beside the ring file it keeps a FIFO,
+//! its shaper, and, while a writer holds a lane or opened the file within the last second,
+//! at least every `poll_us`; opening the file wakes it). Beside the ring file it keeps a FIFO,
 //! `NAME.afc.bell` (mode 0600). Before sleeping it stores `sleeping = 1` and looks at the
 //! lanes once more; after waking it stores 0. A producer that finds `sleeping` = 1 after
 //! publishing its words writes one byte to the FIFO (non-blocking: a full FIFO already holds

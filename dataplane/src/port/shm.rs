@@ -17,6 +17,7 @@
 
 use flowctl::afc::{Afc, AfcCmd, AfcError, ShmLayout, ShmRing, SHM_HEADER_BYTES};
 use nix::fcntl::{self, FcntlArg, OFlag};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::mman::{self, MapFlags, ProtFlags};
 use nix::sys::stat::{self, Mode};
 use std::ffi::c_void;
@@ -115,7 +116,12 @@ pub struct AfcShm {
     cursor: AtomicU32,
     /// The doorbell FIFO, opened read-write so that it never reports a hang-up.
     bell: OwnedFd,
-    _fd: OwnedFd,
+    /// Readable when anyone opens the ring file: a writer about to attach.
+    opens: Inotify,
+    /// Until when (`now` picoseconds) an idle worker keeps the `poll_us` wake-up after the
+    /// file was last opened, though no lane is locked yet.
+    opened_until: AtomicU64,
+    fd: OwnedFd,
 }
 
 /// The doorbell FIFO of the ring at `ring`: `NAME.afc.bell`.
@@ -130,7 +136,12 @@ impl AfcShm {
     /// a command written to an idle switch waits when its producer does not ring the doorbell
     /// (a busy worker looks every loop round; a rung doorbell wakes a sleeping one at once).
     /// 10 ms, the worker's own idle wake-up: at 1 ms an idle switch took 4 % of a core.
+    /// Only while a writer may be attached ([`idle_poll_at`](Self::idle_poll_at)).
     pub const IDLE_POLL_PS: u64 = 10_000_000_000;
+
+    /// How long after the ring file was opened an idle worker polls it though no lane is
+    /// locked: a writer opens the file, then locks its lane.
+    pub const OPEN_GRACE_PS: u64 = 1_000_000_000_000;
 
     /// Words applied per worker loop round at most, so that a flood of commands cannot starve
     /// forwarding.
@@ -175,6 +186,9 @@ impl AfcShm {
             Mode::empty(),
         )
         .map_err(sys)?;
+        // Watched after our own open, so only other openers wake the worker.
+        let opens = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(sys)?;
+        opens.add_watch(path, AddWatchFlags::IN_OPEN).map_err(sys)?;
         Ok(AfcShm {
             map,
             layout,
@@ -182,8 +196,45 @@ impl AfcShm {
             credit_ps: credit_ps.into(),
             cursor: AtomicU32::new(0),
             bell,
-            _fd: fd,
+            opens,
+            opened_until: AtomicU64::new(0),
+            fd,
         })
+    }
+
+    /// Readable once someone opened the ring file since the last
+    /// [`idle_poll_at`](Self::idle_poll_at): an idle worker sleeps on it too.
+    pub fn opens_fd(&self) -> RawFd {
+        self.opens.as_fd().as_raw_fd()
+    }
+
+    /// When an idle worker sleeping at `now` must look at the ring even if nobody rings the
+    /// doorbell: `now + poll_us` while a writer may be attached (a lane is locked, or the file
+    /// was opened within [`OPEN_GRACE_PS`](Self::OPEN_GRACE_PS)); `None` when no writer is,
+    /// so the ring costs an idle switch no wake-ups (an opener wakes it through
+    /// [`opens_fd`](Self::opens_fd)). Each wake-up costs this VM's idle worker ~100 µs.
+    pub fn idle_poll_at(&self, now: u64) -> Option<u64> {
+        if matches!(self.opens.read_events(), Ok(ev) if !ev.is_empty()) {
+            self.opened_until
+                .store(now.saturating_add(Self::OPEN_GRACE_PS), Ordering::Relaxed);
+        }
+        let attached =
+            now < self.opened_until.load(Ordering::Relaxed) || self.lane_locked().unwrap_or(true);
+        attached.then(|| now.saturating_add(Self::IDLE_POLL_PS))
+    }
+
+    /// Whether another open file description (a writer, from any process) holds a lock on
+    /// a lane's byte; the switch itself never locks the file.
+    fn lane_locked(&self) -> nix::Result<bool> {
+        let mut probe = libc::flock {
+            l_type: libc::F_WRLCK as i16,
+            l_whence: libc::SEEK_SET as i16,
+            l_start: 0,
+            l_len: i64::from(self.layout.lanes()),
+            l_pid: 0,
+        };
+        fcntl::fcntl(&self.fd, FcntlArg::F_OFD_GETLK(&mut probe))?;
+        Ok(probe.l_type != libc::F_UNLCK as i16)
     }
 
     /// The doorbell's descriptor, readable once a producer rang it.
@@ -432,6 +483,52 @@ mod tests {
         assert!(!readable(sw.bell_fd()));
         assert_eq!(sw.poll(&afc, 20), 1);
         assert!(!afc.port(0).is_paused(1, 21));
+        drop(sw);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(bell_path(&path)).unwrap();
+    }
+
+    /// The `poll_us` wake-up is kept only while a writer may be attached: none after
+    /// creation; an opener wakes the sleeper and starts the grace; a locked lane keeps it
+    /// after the grace; the last writer gone, none again.
+    #[test]
+    fn an_idle_switch_polls_the_ring_only_while_a_writer_may_be_attached() {
+        let path = tmp("idle");
+        let sw = AfcShm::create(&path, ShmLayout::new(2, 4).unwrap(), vec![1_000; 2]).unwrap();
+        let (poll, grace) = (AfcShm::IDLE_POLL_PS, AfcShm::OPEN_GRACE_PS);
+        assert!(!readable(sw.opens_fd()));
+        assert_eq!(sw.idle_poll_at(0), None);
+        let p = AfcProducer::open(&path).unwrap();
+        assert!(readable(sw.opens_fd()));
+        assert_eq!(sw.idle_poll_at(5), Some(5 + poll));
+        assert!(!readable(sw.opens_fd()), "the open is consumed");
+        // Past the grace, the producer's lane lock keeps the wake-up.
+        assert_eq!(sw.idle_poll_at(5 + grace), Some(5 + grace + poll));
+        drop(p);
+        assert_eq!(sw.idle_poll_at(5 + grace), None);
+        // A writer holding its lane with a POSIX lock (Python's `lockf`) counts too.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        assert_eq!(sw.idle_poll_at(10 * grace), Some(10 * grace + poll));
+        assert_eq!(sw.idle_poll_at(12 * grace), None, "opened, never locked");
+        let lock = libc::flock {
+            l_type: libc::F_WRLCK as i16,
+            l_whence: libc::SEEK_SET as i16,
+            l_start: 1,
+            l_len: 1,
+            l_pid: 0,
+        };
+        // SAFETY: `lock` is live for the call; F_SETLK only reads it.
+        assert_eq!(
+            unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &lock) },
+            0
+        );
+        assert_eq!(sw.idle_poll_at(12 * grace), Some(12 * grace + poll));
+        drop(f);
+        assert_eq!(sw.idle_poll_at(12 * grace), None);
         drop(sw);
         std::fs::remove_file(&path).unwrap();
         std::fs::remove_file(bell_path(&path)).unwrap();
