@@ -258,9 +258,7 @@ pub fn run(a: HostArgs) -> Result<i32> {
     let mut no_frame = 0u64;
     // Keep the fill ring stocked while waiting for the start.
     while Instant::now() < t0 {
-        let mut v = mem.take_free(256);
-        port.refill(&mut v);
-        mem.give_free(v);
+        port.refill(mem.free_list());
         rxv.clear();
         port.rx_burst(&mut rxv, 64);
         for &(f, _) in &rxv {
@@ -285,9 +283,7 @@ pub fn run(a: HostArgs) -> Result<i32> {
             }
             mem.free(f);
         }
-        let mut v = mem.take_free(256);
-        port.refill(&mut v);
-        mem.give_free(v);
+        port.refill(mem.free_list());
         done.clear();
         port.completions(&mut done);
         for &f in &done {
