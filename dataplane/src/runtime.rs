@@ -420,6 +420,11 @@ impl Handoffs {
         }
     }
 
+    /// The other workers, each with a ring into this one.
+    pub fn peers(&self) -> usize {
+        self.wakers.len() - 1
+    }
+
     /// Hand-offs waiting for this worker.
     pub fn pending(&self) -> usize {
         match &self.rx {
@@ -761,11 +766,22 @@ impl Worker {
                 }
             }
             self.hand_off(&mut out);
-            while let Some(h) = self.boxes.recv() {
+            // The hand-off rings are this worker's other receive rings, read in bursts like
+            // the sockets: after a stall of this worker they hold the other workers' backlog
+            // (up to HANDOFF_RING frames), and taken at once it landed in its queues before the
+            // egress could catch up, overflowing them (B in `bfc::two_workers_pause_by_queue_too`
+            // lost 10-15 % in a queue that was never paused); a full burst leaves the backlog
+            // flag set, so an egress found empty meanwhile is not idle (`set_rx_backlog`).
+            let budget = self.batch * self.boxes.peers().max(1);
+            let mut took = 0;
+            while took < budget {
+                let Some(h) = self.boxes.recv() else { break };
                 self.sw.accept_handoff(&mut self.mem, h, now, &mut out);
-                wc.handoffs_in.add(1);
-                work += 1;
+                took += 1;
             }
+            wc.handoffs_in.add(took as u64);
+            work += took;
+            backlog |= took == budget;
             if let Some(a) = &self.afc {
                 work += a.poll(&self.sw.shared.afc, now);
             }
