@@ -29,11 +29,7 @@ impl Fifo {
     /// pieces, a store-forwarding stall per packet on the egress path.)
     #[inline]
     fn take_head(&mut self) -> Pkt {
-        let p = *self
-            .pkts
-            .front()
-            .expect("the scheduler picked a non-empty queue");
-        self.pkts.pop_front();
+        let p = self.pkts.take_front();
         self.bytes -= u64::from(p.len);
         p
     }
@@ -250,16 +246,21 @@ impl QueueSet {
             Pick::Ctrl => return self.ctrl.take_head(),
             Pick::Data(q) => q,
         };
-        let p = self.data[q].take_head();
-        if self.data[q].is_empty() {
-            self.nonempty &= !(1 << q);
+        let fifo = &mut self.data[q];
+        let p = fifo.take_head();
+        let emptied = fifo.is_empty();
+        let bit = 1u128 << q;
+        if emptied {
+            self.nonempty &= !bit;
         }
-        if self.strict_mask & (1 << q) == 0 {
-            self.deficit[q] = self.deficit[q].saturating_sub(u64::from(p.len));
-            if self.data[q].is_empty() {
+        if self.strict_mask & bit == 0 {
+            let d = &mut self.deficit[q];
+            if emptied {
                 // An emptied queue forfeits its deficit and the turn passes on.
-                self.deficit[q] = 0;
+                *d = 0;
                 self.advance();
+            } else {
+                *d = d.saturating_sub(u64::from(p.len));
             }
         }
         p

@@ -405,16 +405,33 @@ impl Mmu {
         }
         let qi = self.ports[pkt.out_port].queue_base + pkt.queue;
         let pgi = pkt.in_port * MAX_PGS + pkt.pg;
-        let lossless = pkt.lossless && self.is_lossless_pg(pkt.pg);
-        let placed = if lossless {
-            self.admit_lossless(pkt.in_port, pkt.pg, c, now_ps)
+        // Each placement has its own copy of the bookkeeping below: on the lossy path the
+        // segment is known and the queue and PG entries are the ones `admit_lossy` just
+        // indexed, so their bounds checks and the peak's segment match fold away.
+        if pkt.lossless && self.is_lossless_pg(pkt.pg) {
+            match self.admit_lossless(pkt.in_port, pkt.pg, c, now_ps) {
+                Ok(seg) => self.admitted(pkt, qi, pgi, c, seg),
+                Err(reason) => self.drop(reason),
+            }
         } else {
-            self.admit_lossy(pgi, qi, c)
-        };
-        let seg = match placed {
-            Ok(seg) => seg,
-            Err(reason) => return self.drop(reason),
-        };
+            match self.admit_lossy(pgi, qi, c) {
+                Ok(seg) => self.admitted(pkt, qi, pgi, c, seg),
+                Err(reason) => self.drop(reason),
+            }
+        }
+    }
+
+    /// The egress and statistics side of an admission whose ingress placement (`seg`)
+    /// succeeded: ECN, queue occupancy, peaks, counters; the verdict.
+    #[inline(always)]
+    fn admitted(
+        &mut self,
+        pkt: &PacketInfo,
+        qi: usize,
+        pgi: usize,
+        c: u32,
+        seg: Segment,
+    ) -> Admission {
         // The queue's bytes before this packet decide the mark.
         let q = &mut self.queues[qi];
         let mark_ecn =
