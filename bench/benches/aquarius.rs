@@ -144,7 +144,7 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
             // Dequeue: MMU release and Alg. 2.
             if held.len() > BACKLOG {
                 if let Some(h) = held.pop_front() {
-                    mmu.release(&h.info, h.ticket, now);
+                    mmu.release(h.ticket, h.info.bytes, now);
                     aq.on_dequeue(
                         h.info.out_port,
                         h.info.queue,

@@ -139,7 +139,7 @@ fn hooks_with(c: &mut Criterion, name: &str, flows: u32) {
             // Dequeue: MMU release and the dequeue hook.
             if held.len() > BACKLOG {
                 if let Some(h) = held.pop_front() {
-                    mmu.release(&h.info, h.ticket, now);
+                    mmu.release(h.ticket, h.info.bytes, now);
                     let s = bfc.on_dequeue(
                         h.info.out_port,
                         h.info.queue,

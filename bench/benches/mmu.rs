@@ -57,7 +57,7 @@ fn bench_mode(c: &mut Criterion, name: &str, cfg: MmuConfig) {
             }
             if held.len() > BACKLOG {
                 if let Some((q, t)) = held.pop_front() {
-                    mmu.release(&q, t, now);
+                    mmu.release(t, q.bytes, now);
                 }
             }
             if i & 63 == 0 {

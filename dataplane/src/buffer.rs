@@ -16,35 +16,6 @@ pub enum BufTag {
     Mmu(mmu::Ticket),
 }
 
-/// What the pipeline tells the buffer manager about a packet.
-#[derive(Debug, Clone, Copy)]
-pub struct BufReq {
-    pub in_port: usize,
-    pub prio: usize,
-    pub out_port: usize,
-    pub queue: usize,
-    pub bytes: u32,
-    pub ecn_capable: bool,
-    /// Bytes already in the destination queue.
-    pub queue_bytes: u64,
-}
-
-impl BufReq {
-    /// The request that gives back what `pkt` holds in `out_port` as it leaves: in the queue
-    /// it was admitted to (`pkt.queue`; a two-level HIQ may have moved it since).
-    pub fn leaving(pkt: &crate::frame::Pkt, out_port: usize) -> Self {
-        BufReq {
-            in_port: usize::from(pkt.in_port),
-            prio: usize::from(pkt.prio),
-            out_port,
-            queue: usize::from(pkt.queue),
-            bytes: pkt.len,
-            ecn_capable: pkt.ect,
-            queue_bytes: 0,
-        }
-    }
-}
-
 /// The configured buffer manager of one pipeline.
 #[derive(Debug)]
 pub enum Buffer {
@@ -89,34 +60,30 @@ impl Buffer {
         }
     }
 
-    fn info(r: &BufReq) -> mmu::PacketInfo {
-        mmu::PacketInfo {
-            in_port: r.in_port,
-            pg: r.prio,
-            out_port: r.out_port,
-            queue: r.queue,
-            bytes: r.bytes,
-            lossless: true,
-            ecn_capable: r.ecn_capable,
-        }
-    }
-
-    /// Admits or refuses a packet; on admission, writes what was charged to `tag` and says
-    /// whether to mark it CE. (The tag is written in place, not returned beside the mark:
+    /// Admits or refuses a packet (`r`: what the MMU is told; `lossless` is ignored by the
+    /// tail-drop limit); on admission, writes what was charged to `tag` and says whether to
+    /// mark it CE. `queue_bytes`, the bytes already in the destination queue, is asked only by
+    /// the tail-drop limit. (The tag is written in place, not returned beside the mark:
     /// returned, the pair came back packed in a register, went to the stack byte-wise and was
     /// reloaded in wider pieces, a store-forwarding stall on every packet.)
     #[inline]
-    pub fn admit(&mut self, r: &BufReq, tag: &mut BufTag, now: u64) -> Result<bool, DropReason> {
+    pub fn admit(
+        &mut self,
+        r: &mmu::PacketInfo,
+        queue_bytes: impl FnOnce() -> u64,
+        tag: &mut BufTag,
+        now: u64,
+    ) -> Result<bool, DropReason> {
         match self {
             Buffer::Limit(l) => {
-                if r.queue_bytes + u64::from(r.bytes) > l[r.out_port] {
+                if queue_bytes() + u64::from(r.bytes) > l[r.out_port] {
                     Err(DropReason::QueueFull)
                 } else {
                     *tag = BufTag::Limit;
                     Ok(false)
                 }
             }
-            Buffer::Mmu(m) => match m.admit(&Self::info(r), now) {
+            Buffer::Mmu(m) => match m.admit(r, now) {
                 mmu::Admission::Admitted { ticket, mark_ecn } => {
                     *tag = BufTag::Mmu(ticket);
                     Ok(mark_ecn)
@@ -134,11 +101,11 @@ impl Buffer {
         }
     }
 
-    /// Gives back what `tag` charged.
+    /// Gives back what `tag` charged for a packet of `bytes` (its length at admission).
     #[inline]
-    pub fn release(&mut self, r: &BufReq, tag: BufTag, now: u64) {
+    pub fn release(&mut self, tag: BufTag, bytes: u32, now: u64) {
         if let (Buffer::Mmu(m), BufTag::Mmu(t)) = (self, tag) {
-            m.release(&Self::info(r), t, now);
+            m.release(t, bytes, now);
         }
     }
 

@@ -29,11 +29,7 @@ impl Fifo {
     /// pieces, a store-forwarding stall per packet on the egress path.)
     #[inline]
     fn take_head(&mut self) -> Pkt {
-        let p = *self
-            .pkts
-            .front()
-            .expect("the scheduler picked a non-empty queue");
-        self.pkts.pop_front();
+        let p = self.pkts.take_front();
         self.bytes -= u64::from(p.len);
         p
     }
@@ -78,6 +74,60 @@ impl Pick {
     }
 }
 
+/// A bitmap of data queues, bit q for queue q: `u128` for up to 127 queues, `u64` for ports
+/// with at most 64, where the scheduler's bit arithmetic then takes one word.
+trait QueueBits: Copy + Eq + std::ops::BitAnd<Output = Self> {
+    const ZERO: Self;
+    /// The low bits of `x` (all of it for `u128`).
+    fn from_u128(x: u128) -> Self;
+    /// Queues `rr` and above (`rr` below the width).
+    fn at_or_above(rr: usize) -> Self;
+    /// The lowest set bit (not zero).
+    fn lowest(self) -> usize;
+    /// The highest set bit (not zero).
+    fn highest(self) -> usize;
+}
+
+impl QueueBits for u64 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn from_u128(x: u128) -> Self {
+        x as u64
+    }
+    #[inline(always)]
+    fn at_or_above(rr: usize) -> Self {
+        !0u64 << rr
+    }
+    #[inline(always)]
+    fn lowest(self) -> usize {
+        self.trailing_zeros() as usize
+    }
+    #[inline(always)]
+    fn highest(self) -> usize {
+        63 - self.leading_zeros() as usize
+    }
+}
+
+impl QueueBits for u128 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn from_u128(x: u128) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn at_or_above(rr: usize) -> Self {
+        !0u128 << rr
+    }
+    #[inline(always)]
+    fn lowest(self) -> usize {
+        self.trailing_zeros() as usize
+    }
+    #[inline(always)]
+    fn highest(self) -> usize {
+        127 - self.leading_zeros() as usize
+    }
+}
+
 /// The queues of one egress port and their scheduler state.
 #[derive(Debug)]
 pub struct QueueSet {
@@ -86,8 +136,8 @@ pub struct QueueSet {
     /// Bitmap of non-empty data queues.
     nonempty: u128,
     strict_mask: u128,
-    /// Strict queues, highest priority first.
-    strict_order: Vec<usize>,
+    /// At most 64 data queues: the scheduler works on one 64-bit word.
+    narrow: bool,
     kind: SchedKind,
     quantum: u64,
     deficit: Vec<u64>,
@@ -98,19 +148,16 @@ pub struct QueueSet {
 impl QueueSet {
     pub fn new(spec: &PortSpec) -> Self {
         let n = spec.queues;
-        let mut strict_order: Vec<usize> = match spec.scheduler {
-            SchedKind::Sp => (0..n).collect(),
-            SchedKind::Drr => spec.strict.clone(),
+        let strict_mask = match spec.scheduler {
+            SchedKind::Sp => (0..n).fold(0u128, |m, q| m | (1 << q)),
+            SchedKind::Drr => spec.strict.iter().fold(0u128, |m, &q| m | (1 << q)),
         };
-        strict_order.sort_unstable_by(|a, b| b.cmp(a));
-        strict_order.dedup();
-        let strict_mask = strict_order.iter().fold(0u128, |m, &q| m | (1 << q));
         QueueSet {
             ctrl: Fifo::default(),
             data: (0..n).map(|_| Fifo::default()).collect(),
             nonempty: 0,
             strict_mask,
-            strict_order,
+            narrow: n <= 64,
             kind: spec.scheduler,
             quantum: spec.quantum,
             deficit: vec![0; n],
@@ -170,13 +217,26 @@ impl QueueSet {
         if el == 0 {
             return None;
         }
-        let q = if el & self.strict_mask != 0 {
-            *self.strict_order.iter().find(|&&q| el & (1 << q) != 0)?
+        let q = if self.narrow {
+            self.pick_in(el as u64)
         } else {
-            debug_assert_eq!(self.kind, SchedKind::Drr);
-            self.pick_drr(el & !self.strict_mask)
+            self.pick_in(el)
         };
         Some(Pick::Data(q))
+    }
+
+    /// The data queue to serve among the eligible ones in `el` (not empty): the highest
+    /// eligible strict queue, else DRR among the others. `W` is one word (`u64`) for ports
+    /// with up to 64 data queues, where the 128-bit arithmetic would be wasted.
+    #[inline(always)]
+    fn pick_in<W: QueueBits>(&mut self, el: W) -> usize {
+        let strict = el & W::from_u128(self.strict_mask);
+        if strict != W::ZERO {
+            // Strict queues go highest index first.
+            return strict.highest();
+        }
+        debug_assert_eq!(self.kind, SchedKind::Drr);
+        self.pick_drr(el)
     }
 
     /// Dequeues the head of the queue `pick` chose, charging it to the queue's DRR deficit.
@@ -186,16 +246,21 @@ impl QueueSet {
             Pick::Ctrl => return self.ctrl.take_head(),
             Pick::Data(q) => q,
         };
-        let p = self.data[q].take_head();
-        if self.data[q].is_empty() {
-            self.nonempty &= !(1 << q);
+        let fifo = &mut self.data[q];
+        let p = fifo.take_head();
+        let emptied = fifo.is_empty();
+        let bit = 1u128 << q;
+        if emptied {
+            self.nonempty &= !bit;
         }
-        if self.strict_mask & (1 << q) == 0 {
-            self.deficit[q] = self.deficit[q].saturating_sub(u64::from(p.len));
-            if self.data[q].is_empty() {
+        if self.strict_mask & bit == 0 {
+            let d = &mut self.deficit[q];
+            if emptied {
                 // An emptied queue forfeits its deficit and the turn passes on.
-                self.deficit[q] = 0;
+                *d = 0;
                 self.advance();
+            } else {
+                *d = d.saturating_sub(u64::from(p.len));
             }
         }
         p
@@ -210,18 +275,19 @@ impl QueueSet {
         self.granted = false;
     }
 
-    /// Deficit round robin over the eligible (non-empty, unpaused) queues in `el`.
+    /// Deficit round robin over the eligible (non-empty, unpaused, not strict) queues in `el`.
     /// The round-robin pointer jumps straight to the next eligible queue (bit scan), so a
     /// pick costs O(1) however many queues are idle. Emptied queues forfeit their deficit in
     /// `dequeue`; paused ones keep it.
-    fn pick_drr(&mut self, el: u128) -> usize {
+    #[inline(always)]
+    fn pick_drr<W: QueueBits>(&mut self, el: W) -> usize {
         loop {
-            let above = el & (!0u128 << self.rr);
-            let q = if above != 0 {
-                above.trailing_zeros()
+            let above = el & W::at_or_above(self.rr);
+            let q = if above != W::ZERO {
+                above.lowest()
             } else {
-                el.trailing_zeros()
-            } as usize;
+                el.lowest()
+            };
             if q != self.rr {
                 self.rr = q;
                 self.granted = false;

@@ -150,6 +150,9 @@ impl Plane {
             && now < self.deadline[q].load(Ordering::Acquire)
     }
 
+    /// Out of line: the scheduler inlines `PauseRegs::paused_mask`, whose common case (no
+    /// bit set) never comes here, and the loop's registers cost every pick its saves.
+    #[inline(never)]
     fn mask(&self, now: u64) -> u128 {
         let mut m = 0u128;
         let mut r = self.raw();

@@ -66,34 +66,31 @@ pub fn red_probability(q_bytes: u64, k_min: u64, k_max: u64, p_max: f64) -> f64 
     }
 }
 
-impl Mmu {
-    /// Marking decision for a packet joining egress queue `qi` of `out_port`. The threshold
-    /// checks are inlined into `admit`; the draw in the RED band is not (a hint alone left
-    /// the whole decision out of line, a call per admitted packet).
+impl EcnPort {
+    /// Marking decision for a packet joining an egress queue of this port that holds
+    /// `q_bytes`. The threshold checks are inlined into `Mmu::admit`; the draw in the RED
+    /// band is not (a hint alone left the whole decision out of line, a call per admitted
+    /// packet).
     #[inline(always)]
-    pub(crate) fn ecn_decide(&mut self, out_port: usize, qi: usize) -> bool {
-        let e = &self.ports[out_port].ecn;
-        if !e.enabled {
+    pub(crate) fn decide(&self, q_bytes: u64, rng: &mut SplitMix64) -> bool {
+        if !self.enabled || q_bytes <= self.k_min {
             return false;
         }
-        let q = self.queues[qi].bytes;
-        if q <= e.k_min {
-            return false;
-        }
-        if q > e.k_max {
+        if q_bytes > self.k_max {
             return true;
         }
-        let (k_min, k_max, p_max) = (e.k_min, e.k_max, e.p_max);
-        self.ecn_draw(q, k_min, k_max, p_max)
+        ecn_draw(rng, q_bytes, self.k_min, self.k_max, self.p_max)
     }
+}
 
-    /// The random draw of a queue between `K_min` and `K_max`.
-    #[inline(never)]
-    fn ecn_draw(&mut self, q: u64, k_min: u64, k_max: u64, p_max: f64) -> bool {
-        let p = red_probability(q, k_min, k_max, p_max);
-        self.rng.next_f64() < p
-    }
+/// The random draw of a queue between `K_min` and `K_max`.
+#[inline(never)]
+fn ecn_draw(rng: &mut SplitMix64, q: u64, k_min: u64, k_max: u64, p_max: f64) -> bool {
+    let p = red_probability(q, k_min, k_max, p_max);
+    rng.next_f64() < p
+}
 
+impl Mmu {
     /// ECN thresholds `(K_min, K_max, P_max)` of egress `port`, bytes, after rate scaling.
     pub fn ecn_thresholds(&self, port: usize) -> Option<(u64, u64, f64)> {
         self.ports

@@ -5,14 +5,16 @@
 //! Lossless packets are counted in egress queues (for ECN and statistics) but never
 //! dropped at egress: ingress flow control is what keeps them.
 
-use crate::types::{DropReason, Segment, MAX_PGS};
+use crate::types::{DropReason, Segment};
 use crate::Mmu;
 
 impl Mmu {
+    /// Lossy admission of `c` cells that entered on (port, PG) `pgi` (index into `pgs`) for
+    /// egress queue `qi`.
+    #[inline(always)]
     pub(crate) fn admit_lossy(
         &mut self,
-        port: usize,
-        pg: usize,
+        pgi: usize,
         qi: usize,
         c: u32,
     ) -> Result<Segment, DropReason> {
@@ -27,13 +29,15 @@ impl Mmu {
             return Err(DropReason::EgressThreshold);
         }
         q.lossy += c;
-        self.charge(port, pg, Segment::Lossy, c);
+        self.pgs[pgi].lossy += c;
+        self.occ.lossy += c64;
         Ok(Segment::Lossy)
     }
 
-    /// Returns false on an accounting mismatch.
-    pub(crate) fn release_lossy(&mut self, port: usize, pg: usize, c: u32) -> bool {
-        let st = &mut self.pgs[port * MAX_PGS + pg];
+    /// Gives back `c` lossy cells of (port, PG) `pgi`; false on an accounting mismatch.
+    #[inline]
+    pub(crate) fn release_lossy(&mut self, pgi: usize, c: u32) -> bool {
+        let st = &mut self.pgs[pgi];
         let ok = st.lossy >= c && self.occ.lossy >= u64::from(c);
         st.lossy = st.lossy.saturating_sub(c);
         self.occ.lossy = self.occ.lossy.saturating_sub(u64::from(c));

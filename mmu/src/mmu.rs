@@ -120,7 +120,6 @@ pub struct Mmu {
     pub(crate) occ: Occupancy,
     pub(crate) peak: Occupancy,
     pub(crate) lossless_peak: u64,
-    pub(crate) lossy_peak: u64,
     pub(crate) counters: Counters,
     pub(crate) events: Vec<FcEvent>,
     pub(crate) rng: SplitMix64,
@@ -143,6 +142,13 @@ impl Mmu {
             return Err(MmuError::config(
                 "ports",
                 "a switch needs at least one port",
+            ));
+        }
+        if ports.len() > u32::MAX as usize / MAX_QUEUES {
+            // A ticket holds its queue and (port, PG) indices in `u32`s.
+            return Err(MmuError::config(
+                "ports",
+                format!("at most {} ports", u32::MAX as usize / MAX_QUEUES),
             ));
         }
         let cell = cfg.cell_bytes;
@@ -342,7 +348,6 @@ impl Mmu {
             occ: Occupancy::default(),
             peak: Occupancy::default(),
             lossless_peak: 0,
-            lossy_peak: 0,
             counters: Counters::default(),
             events: Vec::with_capacity(64),
             rng: SplitMix64::new(cfg.seed),
@@ -399,23 +404,38 @@ impl Mmu {
             return self.drop(DropReason::Invalid);
         }
         let qi = self.ports[pkt.out_port].queue_base + pkt.queue;
-        let lossless = pkt.lossless && self.is_lossless_pg(pkt.pg);
-        let placed = if lossless {
-            match self.mode {
-                HeadroomMode::Sih | HeadroomMode::Hpcc => {
-                    self.admit_static(pkt.in_port, pkt.pg, c, now_ps)
-                }
-                HeadroomMode::Dsh => self.admit_dsh(pkt.in_port, pkt.pg, c, now_ps),
+        let pgi = pkt.in_port * MAX_PGS + pkt.pg;
+        // Each placement has its own copy of the bookkeeping below: on the lossy path the
+        // segment is known and the queue and PG entries are the ones `admit_lossy` just
+        // indexed, so their bounds checks and the peak's segment match fold away.
+        if pkt.lossless && self.is_lossless_pg(pkt.pg) {
+            match self.admit_lossless(pkt.in_port, pkt.pg, c, now_ps) {
+                Ok(seg) => self.admitted(pkt, qi, pgi, c, seg),
+                Err(reason) => self.drop(reason),
             }
         } else {
-            self.admit_lossy(pkt.in_port, pkt.pg, qi, c)
-        };
-        let seg = match placed {
-            Ok(seg) => seg,
-            Err(reason) => return self.drop(reason),
-        };
-        let mark_ecn = pkt.ecn_capable && self.ecn_decide(pkt.out_port, qi);
+            match self.admit_lossy(pgi, qi, c) {
+                Ok(seg) => self.admitted(pkt, qi, pgi, c, seg),
+                Err(reason) => self.drop(reason),
+            }
+        }
+    }
+
+    /// The egress and statistics side of an admission whose ingress placement (`seg`)
+    /// succeeded: ECN, queue occupancy, peaks, counters; the verdict.
+    #[inline(always)]
+    fn admitted(
+        &mut self,
+        pkt: &PacketInfo,
+        qi: usize,
+        pgi: usize,
+        c: u32,
+        seg: Segment,
+    ) -> Admission {
+        // The queue's bytes before this packet decide the mark.
         let q = &mut self.queues[qi];
+        let mark_ecn =
+            pkt.ecn_capable && self.ports[pkt.out_port].ecn.decide(q.bytes, &mut self.rng);
         q.cells += c;
         q.bytes += u64::from(pkt.bytes);
         q.peak = q.peak.max(q.cells);
@@ -423,13 +443,16 @@ impl Mmu {
             q.ecn_marked += 1;
             self.counters.ecn_marked += 1;
         }
-        let pg = &mut self.pgs[pkt.in_port * MAX_PGS + pkt.pg];
+        let pg = &mut self.pgs[pgi];
         pg.peak = pg.peak.max(pg.total());
         self.counters.admitted_packets += 1;
         self.counters.admitted_cells += u64::from(c);
         self.update_peaks(seg);
         Admission::Admitted {
+            // Both indices fit: `new` refuses tables longer than `u32::MAX`.
             ticket: Ticket {
+                queue: qi as u32,
+                pg: pgi as u32,
                 cells: c as u16,
                 seg,
             },
@@ -437,36 +460,43 @@ impl Mmu {
         }
     }
 
-    /// Gives back what `admit` charged for `pkt` (pass the same `PacketInfo`), when the packet
-    /// leaves the switch (or is discarded after admission). May queue XON events.
-    pub fn release(&mut self, pkt: &PacketInfo, ticket: Ticket, now_ps: u64) {
-        let n = self.ports.len();
-        if pkt.in_port >= n
-            || pkt.out_port >= n
-            || pkt.pg >= MAX_PGS
-            || pkt.queue >= self.ports[pkt.out_port].params.queues
-        {
+    /// The lossless placement of the mode. Out of line: the lossy path through `admit` then
+    /// needs fewer registers saved.
+    #[inline(never)]
+    fn admit_lossless(
+        &mut self,
+        port: usize,
+        pg: usize,
+        c: u32,
+        now_ps: u64,
+    ) -> Result<Segment, DropReason> {
+        match self.mode {
+            HeadroomMode::Sih | HeadroomMode::Hpcc => self.admit_static(port, pg, c, now_ps),
+            HeadroomMode::Dsh => self.admit_dsh(port, pg, c, now_ps),
+        }
+    }
+
+    /// Gives back what `admit` charged for a packet of `bytes` (the length it was admitted
+    /// with) when it leaves the switch (or is discarded after admission): the ticket says
+    /// where. May queue XON events. A ticket this MMU did not issue counts an accounting
+    /// error.
+    pub fn release(&mut self, ticket: Ticket, bytes: u32, now_ps: u64) {
+        let (qi, pgi) = (ticket.queue as usize, ticket.pg as usize);
+        if qi >= self.queues.len() || pgi >= self.pgs.len() {
             self.counters.accounting_errors += 1;
             return;
         }
         let c = u32::from(ticket.cells);
-        let qi = self.ports[pkt.out_port].queue_base + pkt.queue;
         let q = &mut self.queues[qi];
         let mut bad = q.cells < c;
         q.cells = q.cells.saturating_sub(c);
-        q.bytes = q.bytes.saturating_sub(u64::from(pkt.bytes));
+        q.bytes = q.bytes.saturating_sub(u64::from(bytes));
         if ticket.seg == Segment::Lossy {
             bad |= q.lossy < c;
             q.lossy = q.lossy.saturating_sub(c);
-            bad |= !self.release_lossy(pkt.in_port, pkt.pg, c);
+            bad |= !self.release_lossy(pgi, c);
         } else {
-            bad |= !self.release_lossless(pkt.in_port, pkt.pg, ticket.seg, c);
-            match self.mode {
-                HeadroomMode::Sih | HeadroomMode::Hpcc => {
-                    self.static_check_resume(pkt.in_port, pkt.pg, now_ps)
-                }
-                HeadroomMode::Dsh => self.dsh_check_resume(pkt.in_port, pkt.pg, now_ps),
-            }
+            bad |= !self.release_lossless(pgi, ticket.seg, c, now_ps);
         }
         if bad {
             self.counters.accounting_errors += 1;
@@ -616,8 +646,22 @@ impl Mmu {
     /// HPCC mode); everything else drains headroom/insurance first, then shared, then private,
     /// the way ASIC counters (and `switch-mmu.cc`) do: a PG leaves headroom as soon as it
     /// drains, so XON is not held back by packets that happen to sit at the tail.
-    /// Returns false on an accounting mismatch (more released than held).
-    fn release_lossless(&mut self, port: usize, pg: usize, seg: Segment, c: u32) -> bool {
+    /// Returns false on an accounting mismatch (more released than held). Then XON if the
+    /// mode's resume condition holds. (Out of line, as `admit_lossless`.)
+    #[inline(never)]
+    fn release_lossless(&mut self, pgi: usize, seg: Segment, c: u32, now_ps: u64) -> bool {
+        let (port, pg) = (pgi / MAX_PGS, pgi % MAX_PGS);
+        let ok = self.give_back_lossless(port, pg, seg, c);
+        match self.mode {
+            HeadroomMode::Sih | HeadroomMode::Hpcc => self.static_check_resume(port, pg, now_ps),
+            HeadroomMode::Dsh => self.dsh_check_resume(port, pg, now_ps),
+        }
+        ok
+    }
+
+    /// The cell accounting of `release_lossless`.
+    #[inline]
+    fn give_back_lossless(&mut self, port: usize, pg: usize, seg: Segment, c: u32) -> bool {
         let dsh = self.mode == HeadroomMode::Dsh;
         let st = &mut self.pgs[port * MAX_PGS + pg];
         let mut rest = c;
@@ -697,7 +741,6 @@ impl Mmu {
         match seg {
             Segment::Lossy => {
                 p.lossy = p.lossy.max(o.lossy);
-                self.lossy_peak = self.lossy_peak.max(o.lossy);
                 return;
             }
             Segment::Private => p.private = p.private.max(o.private),

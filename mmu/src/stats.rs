@@ -226,7 +226,7 @@ impl Mmu {
             lossless_used: self.lossless_used(),
             lossless_peak: self.lossless_peak,
             lossy_used: self.occ.lossy,
-            lossy_peak: self.lossy_peak,
+            lossy_peak: self.peak.lossy,
             counters: self.counters,
             pgs,
             ports,
@@ -238,7 +238,6 @@ impl Mmu {
     pub fn clear_watermarks(&mut self) {
         self.peak = self.occ;
         self.lossless_peak = self.lossless_used();
-        self.lossy_peak = self.occ.lossy;
         for s in &mut self.pgs {
             s.peak = s.total();
             s.headroom_peak = s.headroom;

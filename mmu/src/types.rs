@@ -59,9 +59,16 @@ pub enum Segment {
     Lossy,
 }
 
-/// Receipt for an admitted packet: what to give back on release. Four bytes, `Copy`.
+/// Receipt for an admitted packet: what to give back on release, and where (the egress
+/// queue and the ingress (port, PG) it was charged to, as indices into the MMU's tables), so
+/// that [`crate::Mmu::release`] neither validates nor converts the packet's metadata again.
+/// Twelve bytes, `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
+    /// Index of the egress queue in `Mmu::queues`.
+    pub(crate) queue: u32,
+    /// Index of the ingress (port, PG) in `Mmu::pgs`: `port · MAX_PGS + pg`.
+    pub(crate) pg: u32,
     pub(crate) cells: u16,
     pub(crate) seg: Segment,
 }

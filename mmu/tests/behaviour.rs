@@ -109,7 +109,7 @@ fn retune_response_resizes_an_empty_mmu_only() {
     let (t, _) = admitted(m.admit(&pkt(0, 3, 1, 1500), 0));
     assert_eq!(m.retune_response(0), Ok(false));
     assert_eq!(m.stats().shared_cells, before.shared_cells);
-    m.release(&pkt(0, 3, 1, 1500), t, 1);
+    m.release(t, 1500, 1);
     assert!(m.is_empty());
     assert_eq!(m.retune_response(0), Ok(true));
     let after = m.stats();
@@ -208,7 +208,7 @@ fn private_then_shared_and_exact_release() {
     assert_eq!(s.queues[8 + 3].cells, 16);
     assert_eq!(s.queues[8 + 3].bytes, 4000);
     for t in [t1, t2, t3, t4] {
-        m.release(&p, t, 10);
+        m.release(t, p.bytes, 10);
     }
     let s = m.stats();
     assert_eq!(s.occupancy, Occupancy::default());
@@ -276,7 +276,7 @@ fn burst_until_first_xoff(mode: HeadroomMode, background: bool) -> (u64, Mmu) {
         }
         now += 123_000; // 1536 B at 100 Gbit/s ≈ 123 ns
         if let Some((p, t)) = fifo.pop_front() {
-            m.release(&p, t, now);
+            m.release(t, p.bytes, now);
         }
     }
 }
@@ -353,7 +353,7 @@ fn sih_xoff_headroom_xon() {
     let mut now = 10;
     while let Some(t) = held.pop() {
         now += 1;
-        m.release(&p, t, now);
+        m.release(t, p.bytes, now);
         m.poll_events(&mut ev);
     }
     assert_eq!(ev, vec![FcEvent::Xon { port: 4, pg: 2 }]);
@@ -432,7 +432,7 @@ fn dsh_queue_then_port_pause() {
     assert_eq!(m.stats().ports[7].insurance_peak, 30 * 6);
     ev.clear();
     for (k, (p, t)) in held.drain(..).enumerate() {
-        m.release(&p, t, 2_000_000 + k as u64);
+        m.release(t, p.bytes, 2_000_000 + k as u64);
         m.poll_events(&mut ev);
         if ev.contains(&FcEvent::PortXon { port: 7 }) {
             assert_eq!(m.stats().ports[7].insurance, 0);

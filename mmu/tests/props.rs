@@ -204,7 +204,7 @@ proptest! {
                 Op::Release(i) => {
                     if !held.is_empty() {
                         let (p, t) = held.swap_remove(i % held.len());
-                        m.release(&p, t, now);
+                        m.release(t, p.bytes, now);
                     }
                 }
             }
@@ -235,7 +235,7 @@ proptest! {
         // Drain everything: MMU empty, every pause lifted.
         while let Some((p, t)) = held.pop() {
             now += 1000;
-            m.release(&p, t, now);
+            m.release(t, p.bytes, now);
         }
         m.poll_events(&mut ev);
         check_invariants(&m, &cfg)?;

@@ -1,7 +1,6 @@
 //! Admission stages: `select_queue → admit → enqueue_admitted` (and the drop path between).
 
 use super::Outputs;
-use crate::buffer::BufReq;
 use crate::frame::{FrameMem, Pkt};
 use crate::parse::{self, PacketMeta, L3};
 use crate::scheme::PortView;
@@ -37,19 +36,18 @@ impl Switch {
         now: u64,
     ) -> Result<bool, DropReason> {
         let q = usize::from(pkt.queue);
-        let queue_bytes = self.egress[port]
-            .as_ref()
-            .map_or(0, |e| e.qs.data[q].bytes());
-        let req = BufReq {
+        let req = mmu::PacketInfo {
             in_port: usize::from(pkt.in_port),
-            prio: usize::from(pkt.prio),
+            pg: usize::from(pkt.prio),
             out_port: port,
             queue: q,
             bytes: pkt.len,
+            lossless: true,
             ecn_capable: pkt.ect,
-            queue_bytes,
         };
-        self.buffer.admit(&req, &mut pkt.tag, now)
+        let egress = &self.egress;
+        let queue_bytes = || egress[port].as_ref().map_or(0, |e| e.qs.data[q].bytes());
+        self.buffer.admit(&req, queue_bytes, &mut pkt.tag, now)
     }
 
     /// Drops a packet whose queue was chosen but which was not queued (scheme veto, buffer

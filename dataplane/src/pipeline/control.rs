@@ -3,7 +3,6 @@
 //! packets out of queues without sending them (watchdog flush, port down).
 
 use super::{Handoff, Outputs};
-use crate::buffer::BufReq;
 use crate::frame::{FrameId, FrameMem, Pkt};
 use crate::scheme::ControlFrame;
 use crate::stats::DropReason;
@@ -156,8 +155,7 @@ impl Switch {
             };
             for pkt in pkts {
                 self.ledger.flushed(pkt.in_port, pkt.prio, why);
-                let req = BufReq::leaving(&pkt, port);
-                self.buffer.release(&req, pkt.tag, now);
+                self.buffer.release(pkt.tag, pkt.len, now);
                 self.schemes.on_dequeue(&pkt, q, 0, &view, now);
                 if queue.is_some() {
                     qc.drops.add(1);

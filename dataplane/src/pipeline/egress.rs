@@ -8,7 +8,7 @@
 //! (the stages take it as an argument rather than looking the port up again).
 
 use super::Outputs;
-use crate::buffer::{BufReq, Buffer};
+use crate::buffer::Buffer;
 use crate::frame::{FrameMem, Pkt};
 use crate::queue::Pick;
 use crate::scheme::{PortView, Schemes};
@@ -99,8 +99,7 @@ impl Departure<'_> {
         qc.deq_bytes.add(u64::from(pkt.len));
         qc.depth_bytes.set(bytes);
         qc.depth_pkts.set(eg.qs.data[q].len() as u64);
-        let req = BufReq::leaving(pkt, self.port);
-        self.buffer.release(&req, pkt.tag, now);
+        self.buffer.release(pkt.tag, pkt.len, now);
         wire
     }
 
