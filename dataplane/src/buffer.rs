@@ -66,7 +66,7 @@ impl Buffer {
     /// the tail-drop limit. (The tag is written in place, not returned beside the mark:
     /// returned, the pair came back packed in a register, went to the stack byte-wise and was
     /// reloaded in wider pieces, a store-forwarding stall on every packet.)
-    #[inline]
+    #[inline(always)]
     pub fn admit(
         &mut self,
         r: &mmu::PacketInfo,
