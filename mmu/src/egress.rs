@@ -29,9 +29,16 @@ impl Mmu {
             return Err(DropReason::EgressThreshold);
         }
         q.lossy += c;
-        self.pgs[pgi].lossy += c;
-        self.occ.lossy += c64;
+        self.charge_lossy(pgi, c);
         Ok(Segment::Lossy)
+    }
+
+    /// Charges `c` lossy cells to (port, PG) `pgi` and the lossy pool; `release_lossy` gives
+    /// them back.
+    #[inline(always)]
+    pub(crate) fn charge_lossy(&mut self, pgi: usize, c: u32) {
+        self.pgs[pgi].lossy += c;
+        self.occ.lossy += u64::from(c);
     }
 
     /// Gives back `c` lossy cells of (port, PG) `pgi`; false on an accounting mismatch.

@@ -635,10 +635,7 @@ impl Mmu {
                 p.insurance_peak = p.insurance_peak.max(p.insurance);
                 self.occ.insurance += c64;
             }
-            Segment::Lossy => {
-                st.lossy += c;
-                self.occ.lossy += c64;
-            }
+            Segment::Lossy => self.charge_lossy(port * MAX_PGS + pg, c),
         }
     }
 
