@@ -117,6 +117,7 @@ fn sim2real_agrees_and_the_real_incast_is_lossless_with_pfc() {
         "8:1 incast",
         "2-switch PFC chain",
         "PFC PAUSE frames sent",
+        "queue level",
         "peak queue",
     ] {
         assert!(report.contains(s), "{s}");
