@@ -95,7 +95,8 @@ pub struct HostArgs {
     #[arg(long, default_value_t = 1)]
     pub dcqcn_time_scale: u32,
     /// What the receiver does with a data packet above the one it expects: `buffer` (keep
-    /// it, ACK cumulatively: a reordering buffer) or `go-back-n` (drop it and NAK the
+    /// it, ACK cumulatively: a reordering buffer), `buffer:TIME` (a reordering buffer that
+    /// gives up on a hole after TIME, then NAKs it) or `go-back-n` (drop it and NAK the
     /// expected one once; the sender goes back to it, as commodity RoCE NICs do).
     #[arg(long, default_value = "buffer")]
     pub out_of_order: String,

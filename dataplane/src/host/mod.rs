@@ -129,6 +129,16 @@ pub enum OutOfOrder {
     /// deal with out-of-order packets"; the IB transport's PSN sequence error NAK, after
     /// which the responder drops out-of-sequence packets until the expected one arrives).
     GoBackN,
+    /// A reordering buffer that gives up on a hole open this long (ps, `buffer:TIME`): the
+    /// resequencing buffers the Proteus paper cites for its baselines (§V, [24] Hermes,
+    /// [26] Presto) wait a bounded time (Hermes's ns-3 `TcpResequenceBuffer`: 50 µs by
+    /// default, 100 µs in its large-scale runs) and then hand the gap to the transport, which
+    /// for RoCE is a NAK and go-back-N. Here: the buffered packets above the hole are
+    /// dropped, the hole is NAKed once, and packets above it are dropped until it arrives (as
+    /// [`Self::GoBackN`]); then the buffer works again. The wait is checked when the flow's
+    /// next packet arrives (not by a timer: a hole with nothing behind it waits for its own
+    /// packet, which a lossless network delivers).
+    Timeout(u64),
 }
 
 impl std::str::FromStr for OutOfOrder {
@@ -137,7 +147,16 @@ impl std::str::FromStr for OutOfOrder {
         match s {
             "buffer" => Ok(OutOfOrder::Buffer),
             "go-back-n" => Ok(OutOfOrder::GoBackN),
-            o => Err(format!("`{o}`: expected `buffer` or `go-back-n`")),
+            o => match o.strip_prefix("buffer:") {
+                Some(t) => match crate::units::parse_time(t) {
+                    Ok(ps) if ps > 0 => Ok(OutOfOrder::Timeout(ps)),
+                    Ok(_) => Err(format!("`{o}`: the wait must be above 0")),
+                    Err(e) => Err(format!("`{o}`: {e}")),
+                },
+                None => Err(format!(
+                    "`{o}`: expected `buffer`, `buffer:TIME` (e.g. `buffer:100us`) or `go-back-n`"
+                )),
+            },
         }
     }
 }
@@ -306,6 +325,9 @@ struct RxFlow {
     naked: Option<u64>,
     dropped: std::collections::BTreeSet<u64>,
     refilled: std::collections::BTreeSet<u64>,
+    /// [`OutOfOrder::Timeout`]: since when the hole at `expected` has had packets buffered
+    /// above it.
+    hole_ps: Option<u64>,
     rec: RxRecord,
 }
 
@@ -345,6 +367,8 @@ pub struct StackCounters {
     pub ooo_dropped: u64,
     pub naks_tx: u64,
     pub naks_rx: u64,
+    /// [`OutOfOrder::Timeout`]: holes the receiver gave up on (each one NAK).
+    pub resequence_timeouts: u64,
 }
 
 /// One host's sender and receiver.
@@ -656,7 +680,14 @@ impl HostStack {
         rec.last_ps = now;
         let s = h.seq;
         let retx = h.flags & wire::FLAG_RETX != 0;
-        let gbn = self.cfg.out_of_order == OutOfOrder::GoBackN;
+        let wait = match self.cfg.out_of_order {
+            OutOfOrder::Timeout(t) => Some(t),
+            _ => None,
+        };
+        // A receiver that drops packets above the hole: go-back-N always, a timed buffer once
+        // it gave up on this hole (until it arrives).
+        let gbn = self.cfg.out_of_order == OutOfOrder::GoBackN
+            || (wait.is_some() && r.naked == Some(r.expected));
         let mut flags = wire::FLAG_ACK;
         // Go-back-N: the original of a packet whose retransmission came first (by a faster
         // path) was late, not lost, whether it is kept or dropped now.
@@ -676,7 +707,7 @@ impl HostStack {
                     // Fills a hole: reordering if the original, recovery if a retransmission.
                     if retx {
                         rec.recovered += 1;
-                        if gbn {
+                        if gbn || wait.is_some() {
                             r.refilled.insert(s);
                         }
                     } else {
@@ -696,6 +727,7 @@ impl HostStack {
                 }
             } else {
                 r.dropped.remove(&s);
+                let e0 = r.expected;
                 if s == r.expected {
                     r.expected += 1;
                     while r.ooo.remove(&r.expected) {
@@ -706,6 +738,25 @@ impl HostStack {
                 }
                 if r.expected >= rec.pkts && rec.complete_ps.is_none() {
                     rec.complete_ps = Some(now);
+                }
+                if let Some(t) = wait {
+                    // The hole's wait starts with the first packet buffered above it (and
+                    // again for the next hole once this one fills); past it, give up.
+                    if r.ooo.is_empty() {
+                        r.hole_ps = None;
+                    } else if r.expected != e0 || r.hole_ps.is_none() {
+                        r.hole_ps = Some(now);
+                    }
+                    if r.hole_ps.is_some_and(|h| now >= h + t) {
+                        let n = r.ooo.len() as u64;
+                        r.dropped.extend(std::mem::take(&mut r.ooo));
+                        self.counters.ooo_dropped += n;
+                        self.counters.resequence_timeouts += 1;
+                        r.hole_ps = None;
+                        r.naked = Some(r.expected);
+                        flags |= wire::FLAG_NAK;
+                        self.counters.naks_tx += 1;
+                    }
                 }
             }
         }
@@ -1228,6 +1279,71 @@ mod tests {
         assert_eq!(r.complete_ps, Some(3));
         // 2..=5 had arrived (and were dropped): their copies recover nothing.
         assert_eq!((r.recovered, r.duplicates, r.lost()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_timed_reordering_buffer_masks_a_short_hole_and_gives_up_on_a_long_one() {
+        let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
+        cfg.window_bytes = 8 * u64::from(cfg.mss);
+        let mut a = HostStack::new(cfg.clone(), &[flow(7, 8 * u64::from(cfg.mss))]);
+        let us = 1_000_000;
+        let rx = StackConfig {
+            host: 1,
+            out_of_order: "buffer:100us".parse().unwrap(),
+            ..cfg
+        };
+        assert_eq!(rx.out_of_order, OutOfOrder::Timeout(100 * us));
+        let mut b = HostStack::new(rx, &[]);
+        a.on_tick(0);
+        let mut t = 0;
+        let sent = drain(&mut a, &mut t);
+        assert_eq!(sent.len(), 8);
+        // 1 is overtaken by 2 and 3 and comes 60 µs after 2: masked, as by a plain buffer.
+        // 4 is overtaken by 5, 6 and 7, and 7 finds it missing 100 µs after 5 came: the
+        // receiver gives up on it (5..=7 dropped, one NAK).
+        for (seq, at) in [
+            (0, 1),
+            (2, 2),
+            (3, 50 * us),
+            (1, 60 * us),
+            (5, 70 * us),
+            (6, 100 * us),
+            (7, 170 * us),
+        ] {
+            b.on_frame(at, &sent[seq].hdr, sent[seq].frame_len());
+        }
+        let acks = drain(&mut b, &mut t);
+        let naks: Vec<u64> = acks
+            .iter()
+            .filter(|k| k.hdr.flags & wire::FLAG_NAK != 0)
+            .map(|k| k.hdr.ack)
+            .collect();
+        assert_eq!(naks, vec![4]);
+        let c = &b.counters;
+        assert_eq!((c.resequence_timeouts, c.ooo_dropped, c.naks_tx), (1, 3, 1));
+        assert_eq!(b.rx_records()[0].complete_ps, None, "5..=7 must come again");
+        // The sender goes back to 4; the late original of 4 comes after its copy.
+        for k in &acks {
+            a.on_frame(t, &k.hdr, k.frame_len());
+        }
+        let again = drain(&mut a, &mut t);
+        assert_eq!(
+            again.iter().map(|s| s.hdr.seq).collect::<Vec<_>>(),
+            [4, 5, 6, 7]
+        );
+        for s in &again {
+            b.on_frame(200 * us, &s.hdr, s.frame_len());
+        }
+        assert_eq!(b.rx_records()[0].complete_ps, Some(200 * us));
+        b.on_frame(210 * us, &sent[4].hdr, sent[4].frame_len());
+        let r = &b.rx_records()[0];
+        assert_eq!(
+            (r.reordered, r.recovered, r.duplicates, r.lost()),
+            (2, 0, 1, 0),
+            "1 and 4 were late, not lost"
+        );
+        assert!("buffer:0us".parse::<OutOfOrder>().is_err());
+        assert!("buffer:soon".parse::<OutOfOrder>().is_err());
     }
 
     #[test]

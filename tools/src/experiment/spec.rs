@@ -128,7 +128,8 @@ pub(super) struct HostCfg {
     /// strict class that BFC and Aquarius leave alone (virtual time only).
     pub(super) ack_prio: Option<u8>,
     /// What the receivers do with a packet above the one they expect: `buffer` (default, a
-    /// reordering buffer) or `go-back-n` (drop it and NAK, as commodity RoCE NICs;
+    /// reordering buffer), `buffer:TIME` (one that gives up on a hole after TIME and NAKs
+    /// it) or `go-back-n` (drop it and NAK, as commodity RoCE NICs;
     /// `dataplane::host::OutOfOrder`).
     pub(super) out_of_order: Option<String>,
 }

@@ -368,9 +368,12 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 0.284, 0.397, 0.454: 16 hosts per leaf over 8 uplinks), ECMP, DRILL, CONGA, \
                 Proteus. Run length scaled, not the topology: 3 ms of arrivals, seeds 1 and 2 \
                 (`--quick`: 1 ms, seed 1); AFCT and p99 are absolute FCTs of every completed \
-                flow of a load. The same cells again with go-back-N receivers \
-                (`deploy/experiments/proteus-vb-gbn.toml`, the paper's footnote 2: commodity \
-                RoCE NICs) instead of the reordering buffers of the paper's runs."
+                flow of a load; every receiver's reordering buffer waits for ever. The same \
+                cells again with go-back-N receivers (`deploy/experiments/proteus-vb-gbn.toml`, \
+                the paper's footnote 2: commodity RoCE NICs), and with reordering buffers that \
+                give up on a hole after 100 µs, as the buffer the paper cites for its \
+                baselines ([24] Hermes) does, the gap then costing a NAK and go-back-N \
+                (`deploy/experiments/proteus-vb-resequence.toml`)."
             .into(),
         rows,
         plots: vec!["proteus-fig4d.svg".into()],
