@@ -1213,6 +1213,14 @@ mod tests {
         assert_eq!(ack.hdr.ack, 4);
     }
 
+    /// The packets the NAKs among `acks` ask for, in order.
+    fn naked(acks: &[Segment]) -> Vec<u64> {
+        acks.iter()
+            .filter(|k| k.hdr.flags & wire::FLAG_NAK != 0)
+            .map(|k| k.hdr.ack)
+            .collect()
+    }
+
     #[test]
     fn go_back_n_receiver_drops_past_a_hole_naks_once_and_the_sender_goes_back() {
         let mut cfg = StackConfig::new(0, 10_000_000_000, 10_000_000);
@@ -1237,11 +1245,7 @@ mod tests {
             buf.on_frame(1, &s.hdr, s.frame_len());
         }
         let acks = drain(&mut b, &mut t);
-        let naks: Vec<u64> = acks
-            .iter()
-            .filter(|k| k.hdr.flags & wire::FLAG_NAK != 0)
-            .map(|k| k.hdr.ack)
-            .collect();
+        let naks = naked(&acks);
         // One NAK per hole: 2 NAKs 1 (3 and 4 are dropped without one); once 1 arrives, 5
         // finds the next hole, at 2 (2..=4 were dropped), and NAKs it.
         assert_eq!(naks, vec![1, 2]);
@@ -1313,11 +1317,7 @@ mod tests {
             b.on_frame(at, &sent[seq].hdr, sent[seq].frame_len());
         }
         let acks = drain(&mut b, &mut t);
-        let naks: Vec<u64> = acks
-            .iter()
-            .filter(|k| k.hdr.flags & wire::FLAG_NAK != 0)
-            .map(|k| k.hdr.ack)
-            .collect();
+        let naks = naked(&acks);
         assert_eq!(naks, vec![4]);
         let c = &b.counters;
         assert_eq!((c.resequence_timeouts, c.ooo_dropped, c.naks_tx), (1, 3, 1));
