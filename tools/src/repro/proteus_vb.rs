@@ -380,10 +380,7 @@ pub fn rows(ctx: &Ctx<'_>, log: &mut String) -> Result<Vec<Row>> {
         )
         .note(format!(
             "PFC XOFF frames under ECMP per load: {}",
-            agg.iter()
-                .map(|per| per[0].pfc.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            counts_per_load(&agg, |per| per[0].pfc)
         )),
     );
     rows.push(Row::holds(
@@ -438,6 +435,14 @@ fn stuck(agg: &[Vec<Agg>], b: usize, m: fn(&Agg) -> f64) -> bool {
         let (big, small) = (excess(true), excess(false));
         big >= 0.8 * (big + small)
     })
+}
+
+/// A count per load (in [`LOADS`] order), as "a, b, c, d".
+fn counts_per_load(agg: &[Vec<Agg>], f: impl Fn(&[Agg]) -> u64) -> String {
+    agg.iter()
+        .map(|per| f(per).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Per load, Proteus's reduction of metric `m` against baseline `b`, %.
@@ -556,14 +561,8 @@ fn variant_rows(
                     note,
                     ". {name}'s reordered packets per load {} and retransmissions (holes \
                      still open after the wait) {}",
-                    agg.iter()
-                        .map(|per| per[b].reordered.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    agg.iter()
-                        .map(|per| per[b].retx.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    counts_per_load(&agg, |per| per[b].reordered),
+                    counts_per_load(&agg, |per| per[b].retx)
                 );
             }
             if worst < 0.0 {
@@ -630,10 +629,7 @@ fn variant_rows(
         .note(format!(
             "Proteus's cells with these receivers against the main run's, flow by flow; \
              retransmissions per load: {}",
-            agg.iter()
-                .map(|per| per[p].retx.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            counts_per_load(&agg, |per| per[p].retx)
         )),
     );
     rows.push(Row::holds(

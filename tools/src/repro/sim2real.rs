@@ -157,17 +157,14 @@ impl Side {
         Side {
             pauses: c.pfc_pause_frames,
             peak_queue: c.max_queue_bytes,
-            level: {
-                let mut v: Vec<u64> = c
-                    .timeline
+            level: median(
+                c.timeline
                     .max_queue_bytes
                     .iter()
                     .copied()
                     .filter(|&q| q > 0)
-                    .collect();
-                v.sort_unstable();
-                v.get(v.len() / 2).copied().unwrap_or(0)
-            },
+                    .collect(),
+            ),
             fct: Slowdown::of(
                 flows
                     .iter()
@@ -268,11 +265,15 @@ fn lateness(
     Ok(out)
 }
 
-/// The median of the samples' lateness, ps (0 without samples).
-fn median_lateness(samples: &[(String, String, u64)]) -> u64 {
-    let mut v: Vec<u64> = samples.iter().map(|s| s.2).collect();
+/// The median (the upper one of an even count; 0 of none).
+fn median(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();
     v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// The median of the samples' lateness, ps (0 without samples).
+fn median_lateness(samples: &[(String, String, u64)]) -> u64 {
+    median(samples.iter().map(|s| s.2).collect())
 }
 
 /// Lateness samples as "CELL PORT µs, ...".
@@ -493,10 +494,10 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
             let (worst, mean) = (mine(&samples), mine(&typical));
             let typical_late: BTreeMap<String, u64> =
                 mean.iter().map(|s| (s.1.clone(), s.2)).collect();
-            // Stalled upstreams: late by their longest pause (at least their mean).
+            // Stalled upstreams, the longest pause first: late by it (at least their mean).
+            let mut by = worst.clone();
+            by.sort_by_key(|s| std::cmp::Reverse(s.2));
             let stalled = |n: usize| {
-                let mut by = worst.clone();
-                by.sort_by_key(|s| std::cmp::Reverse(s.2));
                 let mut late = typical_late.clone();
                 for (_, port, ps) in by.iter().take(n) {
                     let e = late.entry(port.clone()).or_default();
@@ -539,8 +540,6 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 counts.push(t.0.pfc_pause_frames);
                 first.get_or_insert(t);
             }
-            let mut sorted = counts.clone();
-            sorted.sort_unstable();
             let (one, _) = twin("virtual-one-stall", &stalled(1))?;
             let (all, _) = twin("virtual-all-stalled", &stalled(worst.len()))?;
             let _ = write!(
@@ -550,11 +549,11 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Section> {
                 r.cell,
                 median_lateness(&mean) as f64 / 1e6,
                 median_lateness(&worst) as f64 / 1e6,
-                worst.iter().map(|s| s.2).max().unwrap_or(0) as f64 / 1e6,
+                by.first().map_or(0, |s| s.2) as f64 / 1e6,
             );
             twins.push(Twins {
                 typical: first.context("no twin")?,
-                pauses: sorted[DRAWS / 2],
+                pauses: median(counts.clone()),
                 counts,
                 one_stall: one.max_queue_bytes,
                 all_stalled: all.max_queue_bytes,
