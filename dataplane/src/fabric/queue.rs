@@ -265,6 +265,7 @@ impl<T: Copy> EventQueue<T> {
             return None;
         }
         let (t, b) = (self.first_t, self.first_at);
+        self.known = false;
         let item = if b == FAR {
             self.far.pop()?.1
         } else {
@@ -274,13 +275,23 @@ impl<T: Copy> EventQueue<T> {
             if node.next == NIL {
                 self.ends[b].1 = NIL;
                 self.occupied[b / 64] &= !(1 << (b % 64));
+            } else {
+                // The bucket's next event is the wheel's earliest (its bucket is the first
+                // occupied one from the floor's, and a bucket holds one lap): no search for
+                // it, only the far heap's first to compare (a tie goes to the heap).
+                let tw = self.nodes[node.next as usize].t;
+                let far = self.far.peek_key().map(|k| (k >> 64) as u64);
+                (self.first_t, self.first_at) = match far {
+                    Some(tf) if tf <= tw => (tf, FAR),
+                    _ => (tw, b),
+                };
+                self.known = true;
             }
             self.nodes[h as usize].next = self.free;
             self.free = h;
             self.in_wheel -= 1;
             node.item
         };
-        self.known = false;
         self.len -= 1;
         self.floor = t;
         Some((t, item))
