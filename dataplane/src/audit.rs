@@ -31,9 +31,12 @@ pub const PRIOS: usize = 8;
 const REASONS: usize = DropReason::ALL.len();
 
 /// Fates of frames received on one port with one priority, counted by one pipe.
+/// `repr(C)` keeps the declared order (Rust's own layout had put `received` at byte 144) and
+/// the alignment starts each slot on a line, so the three counters every forwarded packet
+/// touches share one cache line (cachegrind: 128-host fabric misses, `bench/RESULTS.md`).
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct Slot {
-    // The three counters every forwarded packet touches come first (one cache line).
     received: Counter,
     admitted: Counter,
     departed: Counter,

@@ -158,13 +158,19 @@ pub struct QueueCounters {
     pub ecn_marked: Counter,
 }
 
-/// Counters of one port.
+/// Counters of one port. `repr(C)` and the alignment put what every packet touches (the
+/// rx and tx counts and `shared_rx`, which `rx` reads first) in the first cache line; Rust's
+/// own layout had put `shared_rx` two lines after them.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct PortCounters {
     pub rx_pkts: Counter,
     pub rx_bytes: Counter,
     pub tx_pkts: Counter,
     pub tx_bytes: Counter,
+    /// Several workers receive on this port (`queues_rx` > 1, issue 23 item 4): the counters
+    /// ingress writes (`rx_*`, `drops`) then take atomic adds only, so none is lost.
+    pub shared_rx: bool,
     /// Indexed by `DropReason::index` (attributed to the port the frame arrived on, except
     /// egress drops, which count at the egress port). Written only by the port's worker.
     pub drops: Vec<Counter>,
@@ -190,9 +196,6 @@ pub struct PortCounters {
     /// down or deleted, and back up. Written by that one thread, read by anyone.
     pub link_down: Counter,
     pub link_up: Counter,
-    /// Several workers receive on this port (`queues_rx` > 1, issue 23 item 4): the counters
-    /// ingress writes (`rx_*`, `drops`) then take atomic adds only, so none is lost.
-    pub shared_rx: bool,
 }
 
 impl PortCounters {

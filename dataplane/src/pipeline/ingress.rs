@@ -82,7 +82,7 @@ impl Switch {
             L3::Ip { dscp, .. } => Some(dscp >> 3),
             L3::None => None,
         };
-        pkt.prio = match self.shared.spec.ports[usize::from(pkt.in_port)].prio_source {
+        pkt.prio = match self.shared.hot[usize::from(pkt.in_port)].prio_source {
             PrioSource::Pcp => m.pcp.unwrap_or(0),
             PrioSource::Dscp => dscp.unwrap_or(0),
             PrioSource::Auto => m.pcp.or(dscp).unwrap_or(0),
@@ -126,7 +126,7 @@ impl Switch {
                 let prio = usize::from(pkt.prio & 7);
                 let view = |i: usize| {
                     let port = usize::from(group[i].port);
-                    let q = shared.spec.ports[port].prio_map[prio];
+                    let q = usize::from(shared.hot[port].prio_map[prio]);
                     loadbal::Candidate {
                         port: group[i].port,
                         paused: shared.afc.port(port).is_paused(q, now),
@@ -151,7 +151,7 @@ impl Switch {
                 group[i]
             }
         };
-        let out_mac = shared.spec.ports[usize::from(nh.port)].mac;
+        let out_mac = shared.hot[usize::from(nh.port)].mac;
         mem.with_mut(pkt.frame, |d| {
             let data = &mut d[..pkt.len as usize];
             let mut eth = EthernetFrame::new_unchecked(&mut *data);
@@ -174,7 +174,7 @@ impl Switch {
         out: &mut Outputs,
     ) {
         let p = usize::from(port);
-        pkt.queue = self.shared.spec.ports[p].prio_map[usize::from(pkt.prio & 7)] as u8;
+        pkt.queue = self.shared.hot[p].prio_map[usize::from(pkt.prio & 7)];
         if self.owns(p) {
             self.enqueue(mem, port, pkt, now, out);
         } else {
