@@ -451,3 +451,17 @@ impl Audit {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of};
+
+    /// The three counters every forwarded packet touches share a slot's first cache line.
+    #[test]
+    fn per_packet_counters_share_a_line() {
+        assert_eq!(align_of::<Slot>(), 64);
+        assert!(offset_of!(Slot, departed) + 8 <= 64);
+        assert!(offset_of!(Slot, received) < offset_of!(Slot, departed));
+    }
+}

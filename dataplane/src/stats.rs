@@ -475,6 +475,15 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// What `rx` and the fabric's tx count touch is one cache line of a port's counters.
+    #[test]
+    fn per_packet_port_counters_share_a_line() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<PortCounters>(), 64);
+        assert!(offset_of!(PortCounters, tx_bytes) + 8 <= 64);
+        assert!(offset_of!(PortCounters, shared_rx) < 64);
+    }
+
     /// The owner's plain adds and another worker's atomic adds to the same port's drops, at
     /// full speed on two threads: every increment is counted (the owner's `drops` has one
     /// writer; `drops_shared` only atomic adds).

@@ -12,8 +12,12 @@ use crate::types::{
     Admission, DropReason, FcEvent, PacketInfo, PortParams, Segment, Ticket, MAX_PGS, MAX_QUEUES,
 };
 
-/// Per (ingress port, PG) accounting and PFC state.
+/// Per (ingress port, PG) accounting and PFC state. `repr(C)` keeps the order: what every
+/// admission and release reads or writes (the cell counts, peaks and `paused`) comes first
+/// and, the struct being line-aligned, on one cache line (Rust's own layout put the `u64`
+/// statistics first and the counts across a line boundary in some slots).
 #[derive(Debug, Clone, Default)]
+#[repr(C, align(64))]
 pub(crate) struct PgState {
     /// Cells in the private segment (`≤ φ`).
     pub private: u32,
@@ -31,11 +35,11 @@ pub(crate) struct PgState {
     /// being told to pause, the quantity `η` budgets), and its peak since the last clear.
     pub absorbed: u32,
     pub absorbed_peak: u32,
+    /// XOFF asserted toward the upstream (PFC OFF / DSH QOFF).
+    pub paused: bool,
     /// Cells absorbed over every pause that ended (summed at XON): with `xon`, the typical
     /// pause's absorption beside the worst one's (`absorbed_peak`).
     pub absorbed_cells: u64,
-    /// XOFF asserted toward the upstream (PFC OFF / DSH QOFF).
-    pub paused: bool,
     pub pause_since_ps: u64,
     pub paused_ps: u64,
     pub xoff: u64,
@@ -50,38 +54,44 @@ impl PgState {
 }
 
 /// Per ingress port: sizing, DSH port-level state, ECN thresholds of its egress side.
+/// `repr(C)`, line-aligned: an admission reads its egress port's `params` and `queue_base`
+/// and its ingress port's threshold and DSH state, all in the first cache line (the ECN
+/// thresholds, read for ECN-capable packets only, and the statistics follow).
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub(crate) struct PortState {
     pub params: PortParams,
+    /// DT `α` for this port, 16.16 fixed point (per port because HPCC scales it with rate).
+    pub alpha_q16: u64,
+    /// First index of this port's egress queues in `Mmu::queues` (`u32`: `Mmu::new` keeps
+    /// the table within `u32` indices).
+    pub queue_base: u32,
     /// `η` of this port in cells (Eq. 1 + response term; `3·C·D` for HPCC), bytes / cell as
     /// the paper sizes it: DSH's `X_qoff = T − η` (Eq. 5).
     pub eta_cells: u32,
     /// Static headroom per PG (SIH, HPCC) or insurance per port (DSH), cells: `η` for
     /// small frames ([`headroom::eta_cells`]) plus the MTU slack.
     pub hdrm_cap: u32,
-    /// DT `α` for this port, 16.16 fixed point (per port because HPCC scales it with rate).
-    pub alpha_q16: u64,
     /// `Σ_j ω_s^{i,j}`: shared occupancy of all PGs of this port (DSH Eq. 6 compares it).
     pub shared: u32,
     /// DSH insurance cells in use.
     pub insurance: u32,
-    /// Peak of `insurance` since the last clear.
-    pub insurance_peak: u32,
     /// DSH POFF.
     pub paused: bool,
+    pub ecn: EcnPort,
+    /// Peak of `insurance` since the last clear.
+    pub insurance_peak: u32,
     pub pause_since_ps: u64,
     pub paused_ps: u64,
     pub port_xoff: u64,
     pub port_xon: u64,
-    /// First index of this port's egress queues in `Mmu::queues`.
-    pub queue_base: usize,
-    pub ecn: EcnPort,
     pub eta_formula_bytes: u64,
     pub response_bytes: u64,
 }
 
-/// Per egress queue.
+/// Per egress queue (32 B; aligned so that none straddles two cache lines).
 #[derive(Debug, Clone, Default)]
+#[repr(align(32))]
 pub(crate) struct QueueState {
     pub cells: u32,
     pub bytes: u64,
@@ -266,7 +276,8 @@ impl Mmu {
                 paused_ps: 0,
                 port_xoff: 0,
                 port_xon: 0,
-                queue_base,
+                // Fits: at most `u32::MAX / MAX_QUEUES` ports of at most `MAX_QUEUES` queues.
+                queue_base: queue_base as u32,
                 ecn: EcnPort::new(&cfg.ecn, p.rate_bps),
                 eta_formula_bytes,
                 response_bytes,
@@ -403,7 +414,7 @@ impl Mmu {
         if c > u32::from(u16::MAX) {
             return self.drop(DropReason::Invalid);
         }
-        let qi = self.ports[pkt.out_port].queue_base + pkt.queue;
+        let qi = self.ports[pkt.out_port].queue_base as usize + pkt.queue;
         let pgi = pkt.in_port * MAX_PGS + pkt.pg;
         // Each placement has its own copy of the bookkeeping below: on the lossy path the
         // segment is known and the queue and PG entries are the ones `admit_lossy` just
@@ -747,5 +758,31 @@ impl Mmu {
         }
         let ll = o.private + o.shared + o.headroom + o.insurance;
         self.lossless_peak = self.lossless_peak.max(ll);
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// What one packet touches of its PG, its ports and its queue stays on one cache line
+    /// each (the layouts' docs say why): a field moved behind the first line fails here.
+    #[test]
+    fn per_packet_state_stays_on_one_line() {
+        assert_eq!(align_of::<PgState>(), 64);
+        assert!(offset_of!(PgState, paused) < 64);
+        assert_eq!(align_of::<PortState>(), 64);
+        for end in [
+            offset_of!(PortState, params) + size_of::<PortParams>(),
+            offset_of!(PortState, queue_base) + 4,
+            offset_of!(PortState, alpha_q16) + 8,
+            offset_of!(PortState, insurance) + 4,
+            offset_of!(PortState, paused) + 1,
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+        assert_eq!(size_of::<QueueState>(), 32);
+        assert_eq!(align_of::<QueueState>(), 32);
     }
 }

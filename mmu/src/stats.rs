@@ -200,7 +200,7 @@ impl Mmu {
         let mut queues = Vec::with_capacity(self.queues.len());
         for (i, p) in self.ports.iter().enumerate() {
             for q in 0..p.params.queues {
-                let s = &self.queues[p.queue_base + q];
+                let s = &self.queues[p.queue_base as usize + q];
                 queues.push(QueueStats {
                     port: i,
                     queue: q,
